@@ -1,0 +1,118 @@
+//! Command-line flags, each also read from `DOCKHAND_<FLAG>`, turned into `Settings`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use ipnet::IpNet;
+
+use super::durations::parse_duration;
+use super::Settings;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+/// A Docker-label-driven edge reverse proxy.
+#[derive(Debug, Parser)]
+#[command(name = "dockhand", version, about)]
+pub struct Flags {
+    /// Address the HTTP listener binds.
+    #[arg(long, env = "DOCKHAND_HTTP_LISTEN", default_value = "0.0.0.0:80")]
+    pub http_listen: SocketAddr,
+
+    /// JSON routes file; reloaded on SIGHUP and when it changes.
+    #[arg(long, env = "DOCKHAND_ROUTES", value_name = "FILE")]
+    pub routes: Option<PathBuf>,
+
+    /// Serve only the routes file, without Docker.
+    #[arg(long, env = "DOCKHAND_NO_DOCKER")]
+    pub no_docker: bool,
+
+    /// Upper bound on opening one upstream connection.
+    #[arg(long, env = "DOCKHAND_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Upper bound until an upstream's response headers arrive.
+    #[arg(long, env = "DOCKHAND_UPSTREAM_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub upstream_timeout: Duration,
+
+    /// How long in-flight requests may finish after SIGTERM or SIGINT.
+    #[arg(long, env = "DOCKHAND_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+
+    /// Peers (CIDRs or addresses, comma-separated) whose X-Forwarded-* headers are kept and extended.
+    #[arg(long, env = "DOCKHAND_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_network)]
+    pub trusted_proxies: Vec<IpNet>,
+
+    /// Worker threads serving requests (default: the number of CPUs).
+    #[arg(long, env = "DOCKHAND_WORKERS")]
+    pub workers: Option<usize>,
+
+    /// Log format (default: pretty on a terminal, else json).
+    #[arg(long, env = "DOCKHAND_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    /// Log level or filter (`info`, `debug`, `dockhand=debug,hyper=info`).
+    #[arg(long, env = "DOCKHAND_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+}
+
+impl Flags {
+    pub fn settings(&self) -> Settings {
+        Settings {
+            routes_file: self.routes.clone(),
+            connect_timeout: self.connect_timeout,
+            upstream_timeout: self.upstream_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+            trusted_proxies: self.trusted_proxies.clone(),
+            ..Settings::default()
+        }
+    }
+}
+
+/// A CIDR (`10.0.0.0/8`) or a single address (`10.0.0.1`, taken as /32 or /128).
+fn parse_network(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is not a CIDR or an IP address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_model() {
+        let flags = Flags::try_parse_from(["dockhand"]).unwrap();
+        assert_eq!(flags.http_listen, "0.0.0.0:80".parse().unwrap());
+        let settings = flags.settings();
+        assert_eq!(settings.connect_timeout, Duration::from_secs(10));
+        assert_eq!(settings.upstream_timeout, Duration::from_secs(60));
+        assert_eq!(settings.shutdown_timeout, Duration::from_secs(30));
+        assert!(settings.trusted_proxies.is_empty());
+    }
+
+    #[test]
+    fn parses_flags() {
+        let flags = Flags::try_parse_from([
+            "dockhand",
+            "--upstream-timeout",
+            "500ms",
+            "--trusted-proxies",
+            "10.0.0.0/8,192.0.2.1",
+            "--no-docker",
+        ])
+        .unwrap();
+        assert_eq!(flags.upstream_timeout, Duration::from_millis(500));
+        assert_eq!(flags.trusted_proxies.len(), 2);
+        assert!(flags.trusted_proxies[1].contains(&"192.0.2.1".parse::<std::net::IpAddr>().unwrap()));
+        assert!(flags.no_docker);
+        assert!(Flags::try_parse_from(["dockhand", "--connect-timeout", "ten"]).is_err());
+        assert!(Flags::try_parse_from(["dockhand", "--trusted-proxies", "nope"]).is_err());
+    }
+}

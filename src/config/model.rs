@@ -1,0 +1,149 @@
+//! The model every source produces: hosts, their locations, and the upstreams of
+//! each location, with every setting already parsed and validated.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{HeaderName, HeaderValue, StatusCode};
+use regex::Regex;
+
+/// The desired hosts of one source.
+#[derive(Debug, Clone, Default)]
+pub struct DesiredHosts {
+    pub hosts: Vec<HostConfig>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    pub pattern: HostPattern,
+    /// Applies to every location that does not set its own.
+    pub health_check: HealthCheck,
+    pub locations: Vec<LocationConfig>,
+}
+
+/// What a host entry matches, already lower-cased.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum HostPattern {
+    /// `example.com`
+    Exact(String),
+    /// `*.example.com`, stored as the suffix `example.com`.
+    Wildcard(String),
+    /// `*`
+    Any,
+}
+
+impl fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostPattern::Exact(name) => f.write_str(name),
+            HostPattern::Wildcard(suffix) => write!(f, "*.{suffix}"),
+            HostPattern::Any => f.write_str("*"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LocationConfig {
+    /// Path prefix, starting with `/`, matched at a segment boundary.
+    pub prefix: String,
+    pub load_balancing: LoadBalancing,
+    pub retry: Option<Retry>,
+    pub rewrite: Option<Rewrite>,
+    /// The location's own check settings, layered over its host's.
+    pub health_check: HealthCheck,
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadBalancing {
+    #[default]
+    RoundRobin,
+    LeastConnections,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// Tries after the first, 0..=10.
+    pub attempts: u8,
+    pub on_connect: bool,
+    pub on_statuses: Vec<StatusCode>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Rewrite {
+    Prefix {
+        strip: Option<String>,
+        add: Option<String>,
+    },
+    Regex {
+        pattern: Regex,
+        replace: String,
+    },
+}
+
+/// Health-check settings as written; unset fields inherit from the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HealthCheck {
+    pub interval: Option<Duration>,
+    pub enabled: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    pub target: UpstreamTarget,
+    /// 1..=127
+    pub weight: u8,
+    pub tls: bool,
+    pub sni: Option<String>,
+    pub verify: bool,
+    /// Request headers set (replacing) towards this upstream.
+    pub headers_add: Vec<(HeaderName, HeaderValue)>,
+    pub protocol: Protocol,
+}
+
+/// Where an upstream's addresses come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpstreamTarget {
+    /// Written as an address: used as is, never resolved.
+    Address(SocketAddr),
+    /// Written as `name:port`: resolved with A/AAAA lookups.
+    Name { host: String, port: u16 },
+    /// An SRV owner name (`_app._tcp.example.internal`).
+    Srv { owner: String, resolution: SrvResolution },
+}
+
+impl fmt::Display for UpstreamTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UpstreamTarget::Address(addr) => write!(f, "{addr}"),
+            UpstreamTarget::Name { host, port } => write!(f, "{host}:{port}"),
+            UpstreamTarget::Srv { owner, .. } => f.write_str(owner),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    #[default]
+    Http1,
+    /// HTTP/2 with prior knowledge over cleartext (gRPC).
+    H2c,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SrvResolution {
+    /// `host:port` of the DNS server to ask; `None` means the system resolver.
+    pub resolver: Option<(String, u16)>,
+    pub min_ttl: Duration,
+    pub max_ttl: Duration,
+    pub negative_ttl: Duration,
+    pub tls_server_name: TlsServerName,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsServerName {
+    #[default]
+    Owner,
+    Target,
+}

@@ -1,0 +1,376 @@
+//! The routes file: JSON in the shape of MODEL.md, read into `DesiredHosts`.
+//! Every problem is reported with its key path; nothing half-read is returned.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::durations::parse_duration;
+use super::json_reader::{ConfigError, ConfigErrors, KeyPath, Object, Problems};
+use super::model::*;
+use super::values::{self, HostPort, RetryCondition};
+
+const DEFAULT_RETRY_ATTEMPTS: u8 = 1;
+const MAX_HEALTH_INTERVAL_SECS: u64 = 86_400;
+
+/// Parses a whole routes file, or returns every problem in it.
+pub fn parse_routes_file(text: &str) -> Result<DesiredHosts, ConfigErrors> {
+    let document: Value = serde_json::from_str(text).map_err(|error| {
+        ConfigErrors(vec![ConfigError {
+            path: String::new(),
+            reason: format!("not valid JSON: {error}"),
+        }])
+    })?;
+    let mut problems = Problems::default();
+    let hosts = read_document(&document, &mut problems);
+    problems.into_result(DesiredHosts { hosts })
+}
+
+fn read_document(document: &Value, problems: &mut Problems) -> Vec<HostConfig> {
+    let Some(root) = Object::read(document, KeyPath::default(), &["host"], problems) else {
+        return Vec::new();
+    };
+    let mut hosts: Vec<HostConfig> = Vec::new();
+    for (name, value, path) in root.entries("host", problems) {
+        let pattern = match values::host_pattern(name) {
+            Ok(pattern) => pattern,
+            Err(reason) => {
+                problems.report(&path, reason);
+                continue;
+            }
+        };
+        if hosts.iter().any(|host| host.pattern == pattern) {
+            problems.report(&path, format!("`{pattern}` is listed twice (host names ignore case)"));
+            continue;
+        }
+        if let Some(host) = read_host(pattern, value, path, problems) {
+            hosts.push(host);
+        }
+    }
+    hosts
+}
+
+fn read_host(
+    pattern: HostPattern,
+    value: &Value,
+    path: KeyPath,
+    problems: &mut Problems,
+) -> Option<HostConfig> {
+    let host = Object::read(value, path, &["health_check", "location"], problems)?;
+    let health_check = read_health_check(&host, problems);
+    let locations: Vec<LocationConfig> = host
+        .entries("location", problems)
+        .into_iter()
+        .filter_map(|(prefix, value, path)| read_location(prefix, value, path, problems))
+        .collect();
+    if !host.map.contains_key("location") {
+        problems.report(&host.path, "a host needs at least one location");
+    }
+    Some(HostConfig {
+        pattern,
+        health_check,
+        locations,
+    })
+}
+
+fn read_location(
+    prefix: &str,
+    value: &Value,
+    path: KeyPath,
+    problems: &mut Problems,
+) -> Option<LocationConfig> {
+    let prefix = values::location_prefix(prefix)
+        .map_err(|reason| problems.report(&path, reason))
+        .ok();
+    let known = ["load_balancing", "retry", "rewrite", "health_check", "upstream"];
+    let location = Object::read(value, path, &known, problems)?;
+    let load_balancing = location
+        .str("load_balancing", problems)
+        .and_then(|(text, path)| report(values::load_balancing(text), &path, problems))
+        .unwrap_or_default();
+    let retry = location.get("retry").and_then(|(v, p)| read_retry(v, p, problems));
+    let rewrite = location.get("rewrite").and_then(|(v, p)| read_rewrite(v, p, problems));
+    let health_check = read_health_check(&location, problems);
+    let upstreams: Vec<UpstreamConfig> = location
+        .entries("upstream", problems)
+        .into_iter()
+        .filter_map(|(key, value, path)| read_upstream(key, value, path, problems))
+        .collect();
+    if !location.map.contains_key("upstream") {
+        problems.report(&location.path, "a location needs at least one upstream");
+    }
+    Some(LocationConfig {
+        prefix: prefix?,
+        load_balancing,
+        retry,
+        rewrite,
+        health_check,
+        upstreams,
+    })
+}
+
+fn read_retry(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<Retry> {
+    let retry = Object::read(value, path, &["attempts", "on"], problems)?;
+    let attempts = retry
+        .integer("attempts", 0..=10, problems)
+        .map_or(DEFAULT_RETRY_ATTEMPTS, |n| n as u8);
+    let mut parsed = Retry {
+        attempts,
+        on_connect: true,
+        on_statuses: [502, 503, 504]
+            .map(|code| http::StatusCode::from_u16(code).expect("valid status"))
+            .to_vec(),
+    };
+    if let Some((on, on_path)) = retry.get("on") {
+        let Some(items) = on.as_array().filter(|items| !items.is_empty()) else {
+            problems.report(&on_path, "expected a non-empty array such as [\"connect\", \"502\"]");
+            return None;
+        };
+        parsed.on_connect = false;
+        parsed.on_statuses.clear();
+        for item in items {
+            let condition = item
+                .as_str()
+                .ok_or_else(|| format!("expected strings, found {item}"))
+                .and_then(values::retry_condition);
+            match report(condition, &on_path, problems)? {
+                RetryCondition::Connect => parsed.on_connect = true,
+                RetryCondition::Status(status) => parsed.on_statuses.push(status),
+            }
+        }
+    }
+    Some(parsed)
+}
+
+fn read_rewrite(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<Rewrite> {
+    let known = ["strip_prefix", "add_prefix", "match", "replace"];
+    let rewrite = Object::read(value, path, &known, problems)?;
+    let prefix_key = |key: &str, problems: &mut Problems| {
+        rewrite.str(key, problems).and_then(|(text, path)| {
+            let valid = text.starts_with('/').then(|| text.to_owned());
+            report(valid.ok_or_else(|| "must start with `/`".to_owned()), &path, problems)
+        })
+    };
+    let strip = prefix_key("strip_prefix", problems);
+    let add = prefix_key("add_prefix", problems);
+    let pattern = rewrite.str("match", problems);
+    let replace = rewrite.str("replace", problems);
+    let has_prefix_keys = rewrite.map.contains_key("strip_prefix") || rewrite.map.contains_key("add_prefix");
+    let has_regex_keys = rewrite.map.contains_key("match") || rewrite.map.contains_key("replace");
+    match (has_prefix_keys, has_regex_keys) {
+        (true, true) => {
+            problems.report(
+                &rewrite.path,
+                "match/replace can't be combined with strip_prefix/add_prefix",
+            );
+            None
+        }
+        (true, false) => Some(Rewrite::Prefix { strip, add }),
+        (false, true) => match (pattern, replace) {
+            (Some((pattern, path)), Some((replace, _))) => {
+                let pattern = report(values::rewrite_pattern(pattern), &path, problems)?;
+                Some(Rewrite::Regex {
+                    pattern,
+                    replace: replace.to_owned(),
+                })
+            }
+            (None, _) if !rewrite.map.contains_key("match") => {
+                problems.report(&rewrite.path, "replace needs a match");
+                None
+            }
+            (_, None) if !rewrite.map.contains_key("replace") => {
+                problems.report(&rewrite.path, "match needs a replace");
+                None
+            }
+            _ => None,
+        },
+        (false, false) => {
+            problems.report(&rewrite.path, "a rewrite needs strip_prefix/add_prefix or match/replace");
+            None
+        }
+    }
+}
+
+fn read_health_check(parent: &Object<'_>, problems: &mut Problems) -> HealthCheck {
+    let Some((value, path)) = parent.get("health_check") else {
+        return HealthCheck::default();
+    };
+    let Some(check) = Object::read(value, path, &["interval_secs", "enabled"], problems) else {
+        return HealthCheck::default();
+    };
+    HealthCheck {
+        interval: check
+            .integer("interval_secs", 1..=MAX_HEALTH_INTERVAL_SECS, problems)
+            .map(Duration::from_secs),
+        enabled: check.bool("enabled", problems),
+    }
+}
+
+fn read_upstream(
+    key: &str,
+    value: &Value,
+    path: KeyPath,
+    problems: &mut Problems,
+) -> Option<UpstreamConfig> {
+    let known = [
+        "weight", "tls", "sni", "verify", "headers", "protocol", "network", "resolution",
+    ];
+    let upstream = Object::read(value, path, &known, problems)?;
+    if let Some((_, path)) = upstream.get("network") {
+        problems.report(&path, "network applies to Docker labels only");
+    }
+    let sni = upstream.str("sni", problems).and_then(|(text, path)| {
+        report(values::dns_name(text).map(|()| text.to_ascii_lowercase()), &path, problems)
+    });
+    let target = read_target(key, &upstream, sni.is_some(), problems)?;
+    let weight = upstream.integer("weight", 1..=127, problems).map_or(1, |n| n as u8);
+    let default_tls = matches!(&target, UpstreamTarget::Address(a) if a.port() == 443)
+        || matches!(&target, UpstreamTarget::Name { port: 443, .. });
+    let tls = upstream.bool("tls", problems).unwrap_or(default_tls);
+    let verify = upstream.bool("verify", problems).unwrap_or(false);
+    let protocol = upstream
+        .str("protocol", problems)
+        .and_then(|(text, path)| report(values::protocol(text), &path, problems))
+        .unwrap_or_default();
+    let headers_add = read_headers(&upstream, problems);
+    Some(UpstreamConfig {
+        target,
+        weight,
+        tls,
+        sni,
+        verify,
+        headers_add,
+        protocol,
+    })
+}
+
+fn read_headers(upstream: &Object<'_>, problems: &mut Problems) -> Vec<(http::HeaderName, http::HeaderValue)> {
+    let Some((value, path)) = upstream.get("headers") else {
+        return Vec::new();
+    };
+    let Some(headers) = Object::read(value, path, &["add"], problems) else {
+        return Vec::new();
+    };
+    headers
+        .entries("add", problems)
+        .into_iter()
+        .filter_map(|(name, value, path)| {
+            let header = value
+                .as_str()
+                .ok_or_else(|| "expected a string".to_owned())
+                .and_then(|value| values::header(name, value));
+            report(header, &path, problems)
+        })
+        .collect()
+}
+
+/// The upstream's key, read as the resolution mode says: `host:port` for
+/// mode `a`, an SRV owner name for mode `srv`.
+fn read_target(
+    key: &str,
+    upstream: &Object<'_>,
+    has_sni: bool,
+    problems: &mut Problems,
+) -> Option<UpstreamTarget> {
+    let key_path = &upstream.path;
+    let resolution = upstream.get("resolution").and_then(|(value, path)| {
+        let known = ["mode", "resolver", "min_ttl", "max_ttl", "negative_ttl", "tls_server_name"];
+        Object::read(value, path, &known, problems)
+    });
+    let mode = resolution
+        .as_ref()
+        .and_then(|r| r.str("mode", problems))
+        .map(|(mode, path)| (mode, Some(path)))
+        .unwrap_or(("a", None));
+    match mode {
+        ("a", _) => {
+            if let Some(resolution) = &resolution {
+                for srv_key in resolution.map.keys().filter(|k| *k != "mode") {
+                    problems.report(
+                        &resolution.path.field(srv_key),
+                        "applies only with mode \"srv\"",
+                    );
+                }
+            }
+            match values::host_port(key) {
+                Ok(HostPort::Address(address)) => Some(UpstreamTarget::Address(address)),
+                Ok(HostPort::Name { host, port }) => Some(UpstreamTarget::Name { host, port }),
+                Err(reason) => {
+                    problems.report(key_path, reason);
+                    None
+                }
+            }
+        }
+        ("srv", _) => {
+            let resolution = resolution.expect("mode srv was read from a resolution block");
+            let owner = srv_owner(key).map_err(|reason| problems.report(key_path, reason)).ok();
+            let resolution = read_srv_resolution(&resolution, has_sni, problems)?;
+            Some(UpstreamTarget::Srv {
+                owner: owner?,
+                resolution,
+            })
+        }
+        (other, path) => {
+            let path = path.expect("a mode other than the default was written");
+            problems.report(&path, format!("`{other}` is not a or srv"));
+            None
+        }
+    }
+}
+
+fn srv_owner(key: &str) -> Result<String, String> {
+    if key.parse::<std::net::IpAddr>().is_ok() || values::host_port(key).is_ok() {
+        return Err("an SRV upstream is an owner name such as _app._tcp.example.internal, not an address".into());
+    }
+    values::dns_name(key)?;
+    Ok(key.to_owned())
+}
+
+fn read_srv_resolution(
+    resolution: &Object<'_>,
+    has_sni: bool,
+    problems: &mut Problems,
+) -> Option<SrvResolution> {
+    let resolver = resolution.str("resolver", problems).and_then(|(text, path)| {
+        let parsed = match values::host_port(text) {
+            Ok(HostPort::Address(address)) => Ok((address.ip().to_string(), address.port())),
+            Ok(HostPort::Name { host, port }) => Ok((host, port)),
+            Err(reason) => Err(format!("a resolver is host:port: {reason}")),
+        };
+        report(parsed, &path, problems)
+    });
+    let ttl = |key: &str, default: u64, problems: &mut Problems| {
+        resolution
+            .str(key, problems)
+            .and_then(|(text, path)| report(parse_duration(text), &path, problems))
+            .unwrap_or(Duration::from_secs(default))
+    };
+    let min_ttl = ttl("min_ttl", 5, problems);
+    let max_ttl = ttl("max_ttl", 60, problems);
+    let negative_ttl = ttl("negative_ttl", 5, problems);
+    if min_ttl > max_ttl {
+        problems.report(&resolution.path.field("min_ttl"), "min_ttl is longer than max_ttl");
+    }
+    let tls_server_name = resolution
+        .str("tls_server_name", problems)
+        .and_then(|(text, path)| report(values::tls_server_name(text), &path, problems))
+        .unwrap_or_default();
+    if tls_server_name == TlsServerName::Target && has_sni {
+        problems.report(
+            &resolution.path.field("tls_server_name"),
+            "\"target\" can't be combined with a fixed sni",
+        );
+    }
+    Some(SrvResolution {
+        resolver,
+        min_ttl,
+        max_ttl,
+        negative_ttl,
+        tls_server_name,
+    })
+}
+
+/// Keeps a parsed value, or reports why it was refused at `path`.
+fn report<T>(parsed: Result<T, String>, path: &KeyPath, problems: &mut Problems) -> Option<T> {
+    parsed.map_err(|reason| problems.report(path, reason)).ok()
+}

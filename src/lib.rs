@@ -1,0 +1,68 @@
+//! dockhand: an edge reverse proxy whose routes come from a routes file (and,
+//! as it grows, from Docker labels), swapped live without dropping traffic.
+//!
+//! Layout, in the order a request meets it:
+//!
+//! - `config`: the model (hosts, locations, upstreams), the routes-file parser
+//!   with path-precise errors, and process settings from flags.
+//! - `file_provider`: loads the routes file, reloads it on change or SIGHUP,
+//!   keeps the last good routes when a reload fails.
+//! - `routes`: builds the immutable `RouteTable` from desired hosts, matches
+//!   host and path, and swaps the table atomically.
+//! - `upstream`: a location's endpoints and the choice among them.
+//! - `proxy`: the server (HTTP/1.1 and h2c, upgrades, graceful shutdown), the
+//!   pooled upstream client, header rules, statuses and the access log.
+
+pub mod config;
+pub mod file_provider;
+pub mod proxy;
+pub mod routes;
+pub mod upstream;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+use config::Settings;
+use file_provider::{FileProvider, RoutesFileError};
+use proxy::{ProxyState, ServerSettings, UpstreamClient};
+use routes::Router;
+
+/// Serves on `listener` until `shutdown` resolves, then drains in-flight
+/// requests for up to the shutdown timeout. `reload` re-reads the routes file
+/// (main wires it to SIGHUP). Fails at start when the routes file is bad.
+pub async fn run(
+    listener: TcpListener,
+    settings: Settings,
+    reload: Arc<Notify>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RoutesFileError> {
+    let router = Arc::new(Router::default());
+    let watcher = match &settings.routes_file {
+        Some(path) => {
+            let provider = FileProvider::start(path.clone(), router.clone())?;
+            Some(tokio::spawn(provider.watch(settings.routes_poll_interval, reload)))
+        }
+        None => None,
+    };
+    let state = Arc::new(ProxyState {
+        router,
+        client: UpstreamClient::new(settings.connect_timeout),
+        upstream_timeout: settings.upstream_timeout,
+    });
+    let server_settings = ServerSettings {
+        header_read_timeout: settings.header_read_timeout,
+        shutdown_timeout: settings.shutdown_timeout,
+        trusted_proxies: settings.trusted_proxies.clone(),
+    };
+    let drained = proxy::serve(listener, state, server_settings, shutdown).await;
+    if !drained {
+        tracing::warn!(timeout = ?settings.shutdown_timeout, "shutdown timeout reached with requests still in flight");
+    }
+    if let Some(watcher) = watcher {
+        watcher.abort();
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! The `dockhand` binary: flags and environment to settings, logging, the
+//! runtime, signals (SIGHUP reloads, SIGTERM/SIGINT drain and exit), then `run`.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::Notify;
+use tracing_subscriber::EnvFilter;
+
+use dockhand::config::{Flags, LogFormat};
+
+fn main() -> ExitCode {
+    let flags = Flags::parse();
+    init_logging(&flags);
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = flags.workers {
+        runtime.worker_threads(workers.max(1));
+    }
+    let runtime = match runtime.enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "can't start the runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(serve(flags))
+}
+
+async fn serve(flags: Flags) -> ExitCode {
+    let listener = match tokio::net::TcpListener::bind(flags.http_listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, address = %flags.http_listen, "can't listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(address = %flags.http_listen, "listening for HTTP");
+    let reload = Arc::new(Notify::new());
+    let (Ok(mut hangup), Ok(mut terminate), Ok(mut interrupt)) = (
+        signal(SignalKind::hangup()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("can't install signal handlers");
+        return ExitCode::FAILURE;
+    };
+    let reload_on_hangup = reload.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            tracing::info!("SIGHUP: reloading the routes file");
+            reload_on_hangup.notify_one();
+        }
+    });
+    let shutdown = async move {
+        tokio::select! {
+            _ = terminate.recv() => tracing::info!("SIGTERM received"),
+            _ = interrupt.recv() => tracing::info!("SIGINT received"),
+        }
+    };
+    match dockhand::run(listener, flags.settings(), reload, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(flags: &Flags) {
+    let filter = EnvFilter::try_new(&flags.log_level).unwrap_or_else(|error| {
+        eprintln!("invalid --log-level {:?} ({error}); using info", flags.log_level);
+        EnvFilter::new("info")
+    });
+    let format = flags.log_format.unwrap_or(if std::io::stdout().is_terminal() {
+        LogFormat::Pretty
+    } else {
+        LogFormat::Json
+    });
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Pretty => builder.init(),
+    }
+}

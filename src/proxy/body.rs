@@ -1,0 +1,93 @@
+//! The response body the proxy sends: the upstream's body streamed frame by
+//! frame (data and trailers), or a short message of dockhand's own. It counts
+//! the bytes sent and writes the request's access-log line when it ends.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+
+use super::access_log::AccessRecord;
+
+pub struct ProxyBody {
+    inner: Inner,
+    bytes_out: u64,
+    record: Option<Box<AccessRecord>>,
+}
+
+enum Inner {
+    Upstream(Incoming),
+    Message(Option<Bytes>),
+}
+
+impl ProxyBody {
+    pub fn upstream(body: Incoming) -> ProxyBody {
+        ProxyBody::new(Inner::Upstream(body))
+    }
+
+    pub fn message(text: Bytes) -> ProxyBody {
+        ProxyBody::new(Inner::Message(Some(text)))
+    }
+
+    pub fn empty() -> ProxyBody {
+        ProxyBody::new(Inner::Message(None))
+    }
+
+    fn new(inner: Inner) -> ProxyBody {
+        ProxyBody {
+            inner,
+            bytes_out: 0,
+            record: None,
+        }
+    }
+
+    /// Attaches the access-log record written when this body is done or dropped.
+    pub fn with_record(mut self, record: Box<AccessRecord>) -> ProxyBody {
+        self.record = Some(record);
+        self
+    }
+}
+
+impl Body for ProxyBody {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let this = &mut *self;
+        let frame = match &mut this.inner {
+            Inner::Upstream(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
+            Inner::Message(text) => text.take().map(|text| Ok(Frame::data(text))),
+        };
+        if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
+            this.bytes_out += data.map_or(0, |d| d.len() as u64);
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.inner {
+            Inner::Upstream(body) => body.is_end_stream(),
+            Inner::Message(text) => text.is_none(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.inner {
+            Inner::Upstream(body) => body.size_hint(),
+            Inner::Message(text) => SizeHint::with_exact(text.as_ref().map_or(0, |t| t.len() as u64)),
+        }
+    }
+}
+
+impl Drop for ProxyBody {
+    fn drop(&mut self) {
+        if let Some(record) = self.record.take() {
+            record.write(self.bytes_out);
+        }
+    }
+}

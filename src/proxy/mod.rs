@@ -1,0 +1,17 @@
+//! The data path: the client-facing server, forwarding through the pooled
+//! upstream client, header rules, and the statuses dockhand answers itself.
+//! Routing decisions come from `routes`; this module only carries them out.
+
+mod access_log;
+mod body;
+mod client;
+mod error;
+mod forward;
+mod headers;
+mod server;
+
+pub use access_log::TARGET as ACCESS_LOG_TARGET;
+pub use client::UpstreamClient;
+pub use error::{ProxyError, ERROR_HEADER};
+pub use forward::{ProxyState, MAX_HEADER_BYTES};
+pub use server::{serve, ServerSettings};

@@ -1,0 +1,99 @@
+//! The client-facing server: accepts connections on an already-bound listener,
+//! serves HTTP/1.1 and HTTP/2 (prior knowledge) on each, and on shutdown stops
+//! accepting and lets in-flight requests finish within the grace period.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::HeaderValue;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use ipnet::IpNet;
+use tokio::net::TcpListener;
+
+use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
+use super::headers::PeerInfo;
+
+/// Connection-level settings of the server.
+pub struct ServerSettings {
+    pub header_read_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub trusted_proxies: Vec<IpNet>,
+}
+
+/// Serves until `shutdown` resolves, then drains. Returns whether every
+/// connection finished within the shutdown timeout.
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<ProxyState>,
+    settings: ServerSettings,
+    shutdown: impl Future<Output = ()>,
+) -> bool {
+    let builder = connection_builder(&settings);
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, address) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Usually out of file descriptors: back off instead of spinning.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "TCP_NODELAY not set");
+        }
+        let peer = peer_info(address, &settings.trusted_proxies);
+        let state = state.clone();
+        let service = service_fn(move |request| handle(state.clone(), peer.clone(), request));
+        let connection = builder
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%error, client = %address, "client connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    tracing::info!("shutting down: no new connections, waiting for requests in flight");
+    tokio::time::timeout(settings.shutdown_timeout, graceful.shutdown())
+        .await
+        .is_ok()
+}
+
+fn connection_builder(settings: &ServerSettings) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // hyper's own limit sits above ours so that heads just over 64 KiB reach the
+    // handler and get dockhand's 431 with its reason; far larger ones are cut by hyper.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(settings.header_read_timeout)
+        .max_buf_size(2 * MAX_HEADER_BYTES);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_header_list_size((2 * MAX_HEADER_BYTES) as u32);
+    builder
+}
+
+fn peer_info(address: SocketAddr, trusted_proxies: &[IpNet]) -> PeerInfo {
+    // Peers on a dual-stack listener arrive as `::ffff:a.b.c.d`; match them as IPv4.
+    let ip = address.ip().to_canonical();
+    PeerInfo {
+        address,
+        ip_value: HeaderValue::from_str(&ip.to_string()).expect("an IP address is a valid header value"),
+        trusted: trusted_proxies.iter().any(|net| net.contains(&ip)),
+    }
+}

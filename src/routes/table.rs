@@ -1,0 +1,208 @@
+//! The immutable route table: hosts indexed for matching (exact names, wildcard
+//! suffixes, the catch-all) and, per host, locations ordered longest prefix
+//! first. Built once per change; lookups borrow and never allocate.
+
+use std::collections::HashMap;
+
+use crate::config::{DesiredHosts, HostPattern, LocationConfig, UpstreamTarget};
+use crate::upstream::UpstreamSet;
+
+#[derive(Default)]
+pub struct RouteTable {
+    exact: HashMap<Box<str>, usize>,
+    /// Keyed by the suffix after `*.`.
+    wildcards: HashMap<Box<str>, usize>,
+    any: Option<usize>,
+    hosts: Vec<HostRoutes>,
+}
+
+struct HostRoutes {
+    /// Longest prefix first, so the first match is the longest.
+    locations: Vec<Location>,
+}
+
+/// Where a matched request goes.
+pub struct Location {
+    pub prefix: Box<str>,
+    pub upstreams: UpstreamSet,
+}
+
+/// Why a request matched nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteMiss {
+    NoHost,
+    NoLocation,
+}
+
+impl RouteTable {
+    pub fn build(desired: &DesiredHosts) -> RouteTable {
+        let mut table = RouteTable::default();
+        for host in &desired.hosts {
+            let index = table.hosts.len();
+            let mut locations: Vec<Location> = host.locations.iter().map(build_location).collect();
+            locations.sort_by_key(|location| std::cmp::Reverse(location.prefix.len()));
+            table.hosts.push(HostRoutes { locations });
+            match &host.pattern {
+                HostPattern::Exact(name) => table.exact.insert(name.as_str().into(), index),
+                HostPattern::Wildcard(suffix) => table.wildcards.insert(suffix.as_str().into(), index),
+                HostPattern::Any => table.any.replace(index),
+            };
+        }
+        table
+    }
+
+    /// The location for a normalized host (see `normalize_host`) and a request path.
+    pub fn find(&self, host: &str, path: &str) -> Result<&Location, RouteMiss> {
+        let host = self.find_host(host).ok_or(RouteMiss::NoHost)?;
+        host.locations
+            .iter()
+            .find(|location| prefix_matches(&location.prefix, path))
+            .ok_or(RouteMiss::NoLocation)
+    }
+
+    fn find_host(&self, host: &str) -> Option<&HostRoutes> {
+        let index = self.exact.get(host).copied().or_else(|| {
+            // Dropping one leading label at a time tries the longest suffix first.
+            host.match_indices('.')
+                .find_map(|(dot, _)| self.wildcards.get(&host[dot + 1..]).copied())
+                .or(self.any)
+        })?;
+        Some(&self.hosts[index])
+    }
+
+    pub fn host_count(&self) -> usize {
+        self.hosts.len()
+    }
+}
+
+fn build_location(config: &LocationConfig) -> Location {
+    Location {
+        prefix: config.prefix.as_str().into(),
+        upstreams: UpstreamSet::build(&config.upstreams),
+    }
+}
+
+/// `/api` matches `/api` and `/api/users`, not `/apis`; `/api/` matches `/api/x`.
+fn prefix_matches(prefix: &str, path: &str) -> bool {
+    match path.strip_prefix(prefix) {
+        Some(rest) => rest.is_empty() || prefix.ends_with('/') || rest.starts_with('/'),
+        None => false,
+    }
+}
+
+/// Settings the file accepts whose behaviour this version does not apply yet,
+/// one line each, so a user is told instead of silently ignored.
+pub fn unapplied_settings(desired: &DesiredHosts) -> Vec<String> {
+    let mut notes = Vec::new();
+    for host in &desired.hosts {
+        for location in &host.locations {
+            let at = format!("{}{}", host.pattern, location.prefix);
+            let mut note = |what: &str| notes.push(format!("{at}: {what} is not applied yet"));
+            if location.retry.is_some() {
+                note("retry");
+            }
+            if location.rewrite.is_some() {
+                note("rewrite");
+            }
+            if location.load_balancing != Default::default() {
+                note("load_balancing other than round_robin");
+            }
+            for upstream in &location.upstreams {
+                let target = &upstream.target;
+                if upstream.tls {
+                    note(&format!("upstream {target}: TLS (the upstream is left out)"));
+                }
+                if upstream.weight != 1 {
+                    note(&format!("upstream {target}: weight"));
+                }
+                if !upstream.headers_add.is_empty() {
+                    note(&format!("upstream {target}: headers.add"));
+                }
+                if !matches!(target, UpstreamTarget::Address(_)) {
+                    note(&format!("upstream {target}: name resolution (it has no address yet)"));
+                }
+            }
+        }
+    }
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_routes_file;
+
+    fn table(json: &str) -> RouteTable {
+        RouteTable::build(&parse_routes_file(json).expect("valid routes"))
+    }
+
+    fn upstream_of(table: &RouteTable, host: &str, path: &str) -> Result<String, RouteMiss> {
+        table
+            .find(host, path)
+            .map(|location| location.upstreams.pick().unwrap().address.to_string())
+    }
+
+    const HOSTS: &str = r#"{"host": {
+        "example.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}},
+        "*.example.com": {"location": {"/": {"upstream": {"10.0.0.2:80": {}}}}},
+        "*.api.example.com": {"location": {"/": {"upstream": {"10.0.0.3:80": {}}}}},
+        "*": {"location": {"/": {"upstream": {"10.0.0.4:80": {}}}}}
+    }}"#;
+
+    #[test]
+    fn host_precedence() {
+        let table = table(HOSTS);
+        let cases = [
+            ("example.com", "10.0.0.1:80"),
+            ("www.example.com", "10.0.0.2:80"),
+            ("a.b.example.com", "10.0.0.2:80"),
+            ("v1.api.example.com", "10.0.0.3:80"),
+            ("x.v1.api.example.com", "10.0.0.3:80"),
+            ("api.example.com", "10.0.0.2:80"),
+            ("other.org", "10.0.0.4:80"),
+            ("com", "10.0.0.4:80"),
+        ];
+        for (host, expected) in cases {
+            assert_eq!(upstream_of(&table, host, "/"), Ok(expected.to_owned()), "{host}");
+        }
+    }
+
+    #[test]
+    fn no_catch_all_means_no_host() {
+        let table = table(r#"{"host": {"*.example.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#);
+        assert_eq!(upstream_of(&table, "example.com", "/"), Err(RouteMiss::NoHost));
+        assert_eq!(upstream_of(&table, "example.org", "/"), Err(RouteMiss::NoHost));
+    }
+
+    #[test]
+    fn longest_prefix_at_segment_boundary() {
+        let table = table(
+            r#"{"host": {"a.com": {"location": {
+                "/api": {"upstream": {"10.0.0.1:80": {}}},
+                "/api/v2": {"upstream": {"10.0.0.2:80": {}}},
+                "/static/": {"upstream": {"10.0.0.3:80": {}}}
+            }}}}"#,
+        );
+        let cases = [
+            ("/api", Ok("10.0.0.1:80")),
+            ("/api/users", Ok("10.0.0.1:80")),
+            ("/api/v2", Ok("10.0.0.2:80")),
+            ("/api/v2/x", Ok("10.0.0.2:80")),
+            ("/api/v20", Ok("10.0.0.1:80")),
+            ("/apis", Err(RouteMiss::NoLocation)),
+            ("/static/app.js", Ok("10.0.0.3:80")),
+            ("/static", Err(RouteMiss::NoLocation)),
+            ("/", Err(RouteMiss::NoLocation)),
+        ];
+        for (path, expected) in cases {
+            assert_eq!(upstream_of(&table, "a.com", path), expected.map(str::to_owned), "{path}");
+        }
+    }
+
+    #[test]
+    fn names_have_no_address_yet() {
+        let table = table(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"app:8080": {}}}}}}}"#);
+        let location = table.find("a.com", "/").unwrap();
+        assert!(location.upstreams.pick().is_none());
+    }
+}
