@@ -43,7 +43,9 @@ pub async fn run(
     let watcher = match &settings.routes_file {
         Some(path) => {
             let provider = FileProvider::start(path.clone(), router.clone())?;
-            Some(tokio::spawn(provider.watch(settings.routes_poll_interval, reload)))
+            Some(tokio::spawn(
+                provider.watch(settings.routes_poll_interval, reload),
+            ))
         }
         None => None,
     };

@@ -71,14 +71,19 @@ async fn serve(flags: Flags) -> ExitCode {
 
 fn init_logging(flags: &Flags) {
     let filter = EnvFilter::try_new(&flags.log_level).unwrap_or_else(|error| {
-        eprintln!("invalid --log-level {:?} ({error}); using info", flags.log_level);
+        eprintln!(
+            "invalid --log-level {:?} ({error}); using info",
+            flags.log_level
+        );
         EnvFilter::new("info")
     });
-    let format = flags.log_format.unwrap_or(if std::io::stdout().is_terminal() {
-        LogFormat::Pretty
-    } else {
-        LogFormat::Json
-    });
+    let format = flags
+        .log_format
+        .unwrap_or(if std::io::stdout().is_terminal() {
+            LogFormat::Pretty
+        } else {
+            LogFormat::Json
+        });
     let builder = tracing_subscriber::fmt().with_env_filter(filter);
     match format {
         LogFormat::Json => builder.json().flatten_event(true).init(),

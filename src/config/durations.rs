@@ -17,7 +17,11 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return Err(format!("`{text}` has an unknown unit `{unit}` (use ms, s, m or h)")),
+        _ => {
+            return Err(format!(
+                "`{text}` has an unknown unit `{unit}` (use ms, s, m or h)"
+            ))
+        }
     };
     number
         .checked_mul(unit_ms)
@@ -39,7 +43,15 @@ mod tests {
 
     #[test]
     fn refuses_malformed() {
-        for bad in ["", "5", "s", "5 sec", "-1s", "1.5s", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "5",
+            "s",
+            "5 sec",
+            "-1s",
+            "1.5s",
+            "99999999999999999999h",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad} should be refused");
         }
     }

@@ -28,6 +28,10 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_ROUTES", value_name = "FILE")]
     pub routes: Option<PathBuf>,
 
+    /// How often the routes file is checked for changes.
+    #[arg(long, env = "DOCKHAND_ROUTES_POLL_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub routes_poll_interval: Duration,
+
     /// Serve only the routes file, without Docker.
     #[arg(long, env = "DOCKHAND_NO_DOCKER")]
     pub no_docker: bool,
@@ -65,6 +69,7 @@ impl Flags {
     pub fn settings(&self) -> Settings {
         Settings {
             routes_file: self.routes.clone(),
+            routes_poll_interval: self.routes_poll_interval.max(Duration::from_millis(10)),
             connect_timeout: self.connect_timeout,
             upstream_timeout: self.upstream_timeout,
             shutdown_timeout: self.shutdown_timeout,
@@ -110,7 +115,9 @@ mod tests {
         .unwrap();
         assert_eq!(flags.upstream_timeout, Duration::from_millis(500));
         assert_eq!(flags.trusted_proxies.len(), 2);
-        assert!(flags.trusted_proxies[1].contains(&"192.0.2.1".parse::<std::net::IpAddr>().unwrap()));
+        assert!(
+            flags.trusted_proxies[1].contains(&"192.0.2.1".parse::<std::net::IpAddr>().unwrap())
+        );
         assert!(flags.no_docker);
         assert!(Flags::try_parse_from(["dockhand", "--connect-timeout", "ten"]).is_err());
         assert!(Flags::try_parse_from(["dockhand", "--trusted-proxies", "nope"]).is_err());

@@ -108,7 +108,10 @@ impl<'a> Object<'a> {
             if !known.contains(&key.as_str()) {
                 let reason = match closest(key, known) {
                     Some(near) => format!("unknown key `{key}` (did you mean `{near}`?)"),
-                    None => format!("unknown key `{key}` (expected one of: {})", known.join(", ")),
+                    None => format!(
+                        "unknown key `{key}` (expected one of: {})",
+                        known.join(", ")
+                    ),
                 };
                 problems.report(&path, reason);
             }
@@ -121,7 +124,11 @@ impl<'a> Object<'a> {
     }
 
     /// A user-keyed map under `key` (`host`, `location`, `upstream`): its entries with their paths.
-    pub fn entries(&self, key: &str, problems: &mut Problems) -> Vec<(&'a str, &'a Value, KeyPath)> {
+    pub fn entries(
+        &self,
+        key: &str,
+        problems: &mut Problems,
+    ) -> Vec<(&'a str, &'a Value, KeyPath)> {
         let Some((value, path)) = self.get(key) else {
             return Vec::new();
         };
@@ -138,7 +145,10 @@ impl<'a> Object<'a> {
         let (value, path) = self.get(key)?;
         let parsed = value.as_bool();
         if parsed.is_none() {
-            problems.report(&path, format!("expected true or false, found {}", kind(value)));
+            problems.report(
+                &path,
+                format!("expected true or false, found {}", kind(value)),
+            );
         }
         parsed
     }
@@ -252,10 +262,22 @@ mod tests {
     fn reports_unknown_keys_and_wrong_types() {
         let doc: Value = serde_json::json!({"retyr": 1, "enabled": "yes"});
         let mut problems = Problems::default();
-        let object = Object::read(&doc, KeyPath::default(), &["retry", "enabled"], &mut problems).unwrap();
+        let object = Object::read(
+            &doc,
+            KeyPath::default(),
+            &["retry", "enabled"],
+            &mut problems,
+        )
+        .unwrap();
         assert_eq!(object.bool("enabled", &mut problems), None);
         let errors = problems.into_result(()).unwrap_err().to_string();
-        assert!(errors.contains("unknown key `retyr` (did you mean `retry`?)"), "{errors}");
-        assert!(errors.contains("enabled: expected true or false, found a string"), "{errors}");
+        assert!(
+            errors.contains("unknown key `retyr` (did you mean `retry`?)"),
+            "{errors}"
+        );
+        assert!(
+            errors.contains("enabled: expected true or false, found a string"),
+            "{errors}"
+        );
     }
 }

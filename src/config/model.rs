@@ -110,7 +110,10 @@ pub enum UpstreamTarget {
     /// Written as `name:port`: resolved with A/AAAA lookups.
     Name { host: String, port: u16 },
     /// An SRV owner name (`_app._tcp.example.internal`).
-    Srv { owner: String, resolution: SrvResolution },
+    Srv {
+        owner: String,
+        resolution: SrvResolution,
+    },
 }
 
 impl fmt::Display for UpstreamTarget {

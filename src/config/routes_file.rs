@@ -40,7 +40,10 @@ fn read_document(document: &Value, problems: &mut Problems) -> Vec<HostConfig> {
             }
         };
         if hosts.iter().any(|host| host.pattern == pattern) {
-            problems.report(&path, format!("`{pattern}` is listed twice (host names ignore case)"));
+            problems.report(
+                &path,
+                format!("`{pattern}` is listed twice (host names ignore case)"),
+            );
             continue;
         }
         if let Some(host) = read_host(pattern, value, path, problems) {
@@ -82,14 +85,24 @@ fn read_location(
     let prefix = values::location_prefix(prefix)
         .map_err(|reason| problems.report(&path, reason))
         .ok();
-    let known = ["load_balancing", "retry", "rewrite", "health_check", "upstream"];
+    let known = [
+        "load_balancing",
+        "retry",
+        "rewrite",
+        "health_check",
+        "upstream",
+    ];
     let location = Object::read(value, path, &known, problems)?;
     let load_balancing = location
         .str("load_balancing", problems)
         .and_then(|(text, path)| report(values::load_balancing(text), &path, problems))
         .unwrap_or_default();
-    let retry = location.get("retry").and_then(|(v, p)| read_retry(v, p, problems));
-    let rewrite = location.get("rewrite").and_then(|(v, p)| read_rewrite(v, p, problems));
+    let retry = location
+        .get("retry")
+        .and_then(|(v, p)| read_retry(v, p, problems));
+    let rewrite = location
+        .get("rewrite")
+        .and_then(|(v, p)| read_rewrite(v, p, problems));
     let health_check = read_health_check(&location, problems);
     let upstreams: Vec<UpstreamConfig> = location
         .entries("upstream", problems)
@@ -123,7 +136,10 @@ fn read_retry(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<R
     };
     if let Some((on, on_path)) = retry.get("on") {
         let Some(items) = on.as_array().filter(|items| !items.is_empty()) else {
-            problems.report(&on_path, "expected a non-empty array such as [\"connect\", \"502\"]");
+            problems.report(
+                &on_path,
+                "expected a non-empty array such as [\"connect\", \"502\"]",
+            );
             return None;
         };
         parsed.on_connect = false;
@@ -148,14 +164,19 @@ fn read_rewrite(value: &Value, path: KeyPath, problems: &mut Problems) -> Option
     let prefix_key = |key: &str, problems: &mut Problems| {
         rewrite.str(key, problems).and_then(|(text, path)| {
             let valid = text.starts_with('/').then(|| text.to_owned());
-            report(valid.ok_or_else(|| "must start with `/`".to_owned()), &path, problems)
+            report(
+                valid.ok_or_else(|| "must start with `/`".to_owned()),
+                &path,
+                problems,
+            )
         })
     };
     let strip = prefix_key("strip_prefix", problems);
     let add = prefix_key("add_prefix", problems);
     let pattern = rewrite.str("match", problems);
     let replace = rewrite.str("replace", problems);
-    let has_prefix_keys = rewrite.map.contains_key("strip_prefix") || rewrite.map.contains_key("add_prefix");
+    let has_prefix_keys =
+        rewrite.map.contains_key("strip_prefix") || rewrite.map.contains_key("add_prefix");
     let has_regex_keys = rewrite.map.contains_key("match") || rewrite.map.contains_key("replace");
     match (has_prefix_keys, has_regex_keys) {
         (true, true) => {
@@ -185,7 +206,10 @@ fn read_rewrite(value: &Value, path: KeyPath, problems: &mut Problems) -> Option
             _ => None,
         },
         (false, false) => {
-            problems.report(&rewrite.path, "a rewrite needs strip_prefix/add_prefix or match/replace");
+            problems.report(
+                &rewrite.path,
+                "a rewrite needs strip_prefix/add_prefix or match/replace",
+            );
             None
         }
     }
@@ -213,17 +237,30 @@ fn read_upstream(
     problems: &mut Problems,
 ) -> Option<UpstreamConfig> {
     let known = [
-        "weight", "tls", "sni", "verify", "headers", "protocol", "network", "resolution",
+        "weight",
+        "tls",
+        "sni",
+        "verify",
+        "headers",
+        "protocol",
+        "network",
+        "resolution",
     ];
     let upstream = Object::read(value, path, &known, problems)?;
     if let Some((_, path)) = upstream.get("network") {
         problems.report(&path, "network applies to Docker labels only");
     }
     let sni = upstream.str("sni", problems).and_then(|(text, path)| {
-        report(values::dns_name(text).map(|()| text.to_ascii_lowercase()), &path, problems)
+        report(
+            values::dns_name(text).map(|()| text.to_ascii_lowercase()),
+            &path,
+            problems,
+        )
     });
     let target = read_target(key, &upstream, sni.is_some(), problems)?;
-    let weight = upstream.integer("weight", 1..=127, problems).map_or(1, |n| n as u8);
+    let weight = upstream
+        .integer("weight", 1..=127, problems)
+        .map_or(1, |n| n as u8);
     let default_tls = matches!(&target, UpstreamTarget::Address(a) if a.port() == 443)
         || matches!(&target, UpstreamTarget::Name { port: 443, .. });
     let tls = upstream.bool("tls", problems).unwrap_or(default_tls);
@@ -244,7 +281,10 @@ fn read_upstream(
     })
 }
 
-fn read_headers(upstream: &Object<'_>, problems: &mut Problems) -> Vec<(http::HeaderName, http::HeaderValue)> {
+fn read_headers(
+    upstream: &Object<'_>,
+    problems: &mut Problems,
+) -> Vec<(http::HeaderName, http::HeaderValue)> {
     let Some((value, path)) = upstream.get("headers") else {
         return Vec::new();
     };
@@ -274,7 +314,14 @@ fn read_target(
 ) -> Option<UpstreamTarget> {
     let key_path = &upstream.path;
     let resolution = upstream.get("resolution").and_then(|(value, path)| {
-        let known = ["mode", "resolver", "min_ttl", "max_ttl", "negative_ttl", "tls_server_name"];
+        let known = [
+            "mode",
+            "resolver",
+            "min_ttl",
+            "max_ttl",
+            "negative_ttl",
+            "tls_server_name",
+        ];
         Object::read(value, path, &known, problems)
     });
     let mode = resolution
@@ -303,7 +350,9 @@ fn read_target(
         }
         ("srv", _) => {
             let resolution = resolution.expect("mode srv was read from a resolution block");
-            let owner = srv_owner(key).map_err(|reason| problems.report(key_path, reason)).ok();
+            let owner = srv_owner(key)
+                .map_err(|reason| problems.report(key_path, reason))
+                .ok();
             let resolution = read_srv_resolution(&resolution, has_sni, problems)?;
             Some(UpstreamTarget::Srv {
                 owner: owner?,
@@ -320,7 +369,10 @@ fn read_target(
 
 fn srv_owner(key: &str) -> Result<String, String> {
     if key.parse::<std::net::IpAddr>().is_ok() || values::host_port(key).is_ok() {
-        return Err("an SRV upstream is an owner name such as _app._tcp.example.internal, not an address".into());
+        return Err(
+            "an SRV upstream is an owner name such as _app._tcp.example.internal, not an address"
+                .into(),
+        );
     }
     values::dns_name(key)?;
     Ok(key.to_owned())
@@ -331,14 +383,16 @@ fn read_srv_resolution(
     has_sni: bool,
     problems: &mut Problems,
 ) -> Option<SrvResolution> {
-    let resolver = resolution.str("resolver", problems).and_then(|(text, path)| {
-        let parsed = match values::host_port(text) {
-            Ok(HostPort::Address(address)) => Ok((address.ip().to_string(), address.port())),
-            Ok(HostPort::Name { host, port }) => Ok((host, port)),
-            Err(reason) => Err(format!("a resolver is host:port: {reason}")),
-        };
-        report(parsed, &path, problems)
-    });
+    let resolver = resolution
+        .str("resolver", problems)
+        .and_then(|(text, path)| {
+            let parsed = match values::host_port(text) {
+                Ok(HostPort::Address(address)) => Ok((address.ip().to_string(), address.port())),
+                Ok(HostPort::Name { host, port }) => Ok((host, port)),
+                Err(reason) => Err(format!("a resolver is host:port: {reason}")),
+            };
+            report(parsed, &path, problems)
+        });
     let ttl = |key: &str, default: u64, problems: &mut Problems| {
         resolution
             .str(key, problems)
@@ -349,7 +403,10 @@ fn read_srv_resolution(
     let max_ttl = ttl("max_ttl", 60, problems);
     let negative_ttl = ttl("negative_ttl", 5, problems);
     if min_ttl > max_ttl {
-        problems.report(&resolution.path.field("min_ttl"), "min_ttl is longer than max_ttl");
+        problems.report(
+            &resolution.path.field("min_ttl"),
+            "min_ttl is longer than max_ttl",
+        );
     }
     let tls_server_name = resolution
         .str("tls_server_name", problems)

@@ -27,7 +27,9 @@ pub fn host_pattern(text: &str) -> Result<HostPattern, String> {
 pub fn dns_name(name: &str) -> Result<(), String> {
     let name = name.strip_suffix('.').unwrap_or(name);
     if name.is_empty() || name.len() > 253 {
-        return Err(format!("`{name}` is not a valid name (1 to 253 characters)"));
+        return Err(format!(
+            "`{name}` is not a valid name (1 to 253 characters)"
+        ));
     }
     for label in name.split('.') {
         let valid_chars = label
@@ -127,7 +129,9 @@ pub fn retry_condition(text: &str) -> Result<RetryCondition, String> {
         Ok(code @ 400..=599) => Ok(RetryCondition::Status(
             StatusCode::from_u16(code).expect("400..=599 is a valid status"),
         )),
-        _ => Err(format!("`{text}` is not `connect` or a status from 400 to 599")),
+        _ => Err(format!(
+            "`{text}` is not `connect` or a status from 400 to 599"
+        )),
     }
 }
 
@@ -166,10 +170,24 @@ mod tests {
 
     #[test]
     fn host_patterns() {
-        assert_eq!(host_pattern("Example.COM"), Ok(HostPattern::Exact("example.com".into())));
-        assert_eq!(host_pattern("*.Example.com"), Ok(HostPattern::Wildcard("example.com".into())));
+        assert_eq!(
+            host_pattern("Example.COM"),
+            Ok(HostPattern::Exact("example.com".into()))
+        );
+        assert_eq!(
+            host_pattern("*.Example.com"),
+            Ok(HostPattern::Wildcard("example.com".into()))
+        );
         assert_eq!(host_pattern("*"), Ok(HostPattern::Any));
-        for bad in ["", "a..b", "*.", "a.*.com", "example.com:80", "exa mple.com", "*foo.com"] {
+        for bad in [
+            "",
+            "a..b",
+            "*.",
+            "a.*.com",
+            "example.com:80",
+            "exa mple.com",
+            "*foo.com",
+        ] {
             assert!(host_pattern(bad).is_err(), "{bad:?} should be refused");
         }
     }
@@ -178,9 +196,17 @@ mod tests {
     fn host_ports() {
         assert!(matches!(host_port("10.0.0.1:3000"), Ok(HostPort::Address(a)) if a.port() == 3000));
         assert!(matches!(host_port("[2001:db8::1]:8080"), Ok(HostPort::Address(a)) if a.is_ipv6()));
-        assert!(matches!(host_port("App:8080"), Ok(HostPort::Name { host, port: 8080 }) if host == "app"));
-        assert_eq!(host_port("b:0").err().as_deref(), Some("port must be 1-65535"));
-        assert_eq!(host_port("b:70000").err().as_deref(), Some("port must be 1-65535"));
+        assert!(
+            matches!(host_port("App:8080"), Ok(HostPort::Name { host, port: 8080 }) if host == "app")
+        );
+        assert_eq!(
+            host_port("b:0").err().as_deref(),
+            Some("port must be 1-65535")
+        );
+        assert_eq!(
+            host_port("b:70000").err().as_deref(),
+            Some("port must be 1-65535")
+        );
         for bad in ["app", "2001:db8::1:80", "[nope]:80", "a b:80", "app:x"] {
             assert!(host_port(bad).is_err(), "{bad:?} should be refused");
         }
@@ -188,7 +214,10 @@ mod tests {
 
     #[test]
     fn retry_conditions() {
-        assert!(matches!(retry_condition("connect"), Ok(RetryCondition::Connect)));
+        assert!(matches!(
+            retry_condition("connect"),
+            Ok(RetryCondition::Connect)
+        ));
         assert!(matches!(retry_condition("503"), Ok(RetryCondition::Status(s)) if s == 503));
         for bad in ["399", "600", "five", ""] {
             assert!(retry_condition(bad).is_err(), "{bad:?} should be refused");
@@ -200,6 +229,8 @@ mod tests {
         assert!(rewrite_pattern(r"^/users/(\d+)/profile$").is_ok());
         let reason = rewrite_pattern("^/users/(\\d+").unwrap_err();
         assert!(reason.contains("unclosed group"), "{reason}");
-        assert!(rewrite_pattern(r"\w{1000}\w{1000}\w{1000}").unwrap_err().contains("1 MB"));
+        assert!(rewrite_pattern(r"\w{1000}\w{1000}\w{1000}")
+            .unwrap_err()
+            .contains("1 MB"));
     }
 }

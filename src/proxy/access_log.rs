@@ -23,7 +23,11 @@ pub struct AccessRecord {
 
 impl AccessRecord {
     pub fn write(&self, bytes_out: u64) {
-        let host = self.host.as_ref().and_then(|h| h.to_str().ok()).unwrap_or("");
+        let host = self
+            .host
+            .as_ref()
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
         let upstream = self.upstream.map(|address| address.to_string());
         tracing::info!(
             target: TARGET,

@@ -79,7 +79,9 @@ impl Body for ProxyBody {
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
             Inner::Upstream(body) => body.size_hint(),
-            Inner::Message(text) => SizeHint::with_exact(text.as_ref().map_or(0, |t| t.len() as u64)),
+            Inner::Message(text) => {
+                SizeHint::with_exact(text.as_ref().map_or(0, |t| t.len() as u64))
+            }
         }
     }
 }

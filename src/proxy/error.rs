@@ -2,7 +2,7 @@
 //! a one-line plain-text body and an `x-dockhand-error` header naming the reason.
 
 use bytes::Bytes;
-use http::header::{CONTENT_TYPE, HeaderValue};
+use http::header::{HeaderValue, CONTENT_TYPE};
 use http::{Response, StatusCode};
 
 use super::body::ProxyBody;
@@ -71,10 +71,15 @@ impl ProxyError {
     }
 
     pub fn into_response(self) -> Response<ProxyBody> {
-        let mut response = Response::new(ProxyBody::message(Bytes::from_static(self.message().as_bytes())));
+        let mut response = Response::new(ProxyBody::message(Bytes::from_static(
+            self.message().as_bytes(),
+        )));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
         headers.insert(ERROR_HEADER, HeaderValue::from_static(self.reason()));
         response
     }

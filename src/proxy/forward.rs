@@ -75,10 +75,12 @@ async fn handle_inner(
         .ok()
         .and_then(|raw| normalize_host(raw, &mut buffer))
         .ok_or(ProxyError::MissingHost)?;
-    let location = table.find(host_key, request.uri().path()).map_err(|miss| match miss {
-        RouteMiss::NoHost => ProxyError::NoHost,
-        RouteMiss::NoLocation => ProxyError::NoLocation,
-    })?;
+    let location = table
+        .find(host_key, request.uri().path())
+        .map_err(|miss| match miss {
+            RouteMiss::NoHost => ProxyError::NoHost,
+            RouteMiss::NoLocation => ProxyError::NoLocation,
+        })?;
     let endpoint = location.upstreams.pick().ok_or(ProxyError::NoUpstream)?;
     record.upstream = Some(endpoint.address);
 
@@ -93,6 +95,8 @@ async fn handle_inner(
         Ok(Ok(response)) => response,
     };
 
+    // The client's connection has its own version; the upstream's is not passed on.
+    *response.version_mut() = Version::HTTP_11;
     let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     let upstream_upgrade = switched
         .then(|| response.headers().get(header::UPGRADE).cloned())

@@ -65,7 +65,8 @@ pub fn requested_upgrade(headers: &HeaderMap) -> Option<HeaderValue> {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
-    asks.then(|| headers.get(header::UPGRADE).cloned()).flatten()
+    asks.then(|| headers.get(header::UPGRADE).cloned())
+        .flatten()
 }
 
 /// Sets `Connection: upgrade` and `Upgrade`, after hop-by-hop removal took them.
@@ -77,7 +78,12 @@ pub fn set_upgrade(headers: &mut HeaderMap, protocol: HeaderValue) {
 /// Sets the `X-Forwarded-*` headers and `X-Real-IP`. From an untrusted peer they
 /// are replaced; from a trusted proxy `X-Forwarded-For` is appended to and the
 /// others are kept when present.
-pub fn set_forwarded(headers: &mut HeaderMap, peer: &PeerInfo, host: Option<&HeaderValue>, proto: &'static str) {
+pub fn set_forwarded(
+    headers: &mut HeaderMap,
+    peer: &PeerInfo,
+    host: Option<&HeaderValue>,
+    proto: &'static str,
+) {
     if peer.trusted {
         let forwarded_for = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
             Some(chain) => HeaderValue::from_str(&format!("{chain}, {}", peer.address.ip()))
@@ -87,9 +93,13 @@ pub fn set_forwarded(headers: &mut HeaderMap, peer: &PeerInfo, host: Option<&Hea
         headers.insert(&X_FORWARDED_FOR, forwarded_for);
         let ip = peer.ip_value.clone();
         headers.entry(&X_REAL_IP).or_insert(ip);
-        headers.entry(&X_FORWARDED_PROTO).or_insert(HeaderValue::from_static(proto));
+        headers
+            .entry(&X_FORWARDED_PROTO)
+            .or_insert(HeaderValue::from_static(proto));
         if let Some(host) = host {
-            headers.entry(&X_FORWARDED_HOST).or_insert_with(|| host.clone());
+            headers
+                .entry(&X_FORWARDED_HOST)
+                .or_insert_with(|| host.clone());
         }
     } else {
         headers.insert(&X_FORWARDED_FOR, peer.ip_value.clone());
@@ -117,7 +127,10 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();
         for (name, value) in pairs {
-            map.append(HeaderName::from_bytes(name.as_bytes()).unwrap(), value.parse().unwrap());
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
         }
         map
     }
@@ -148,7 +161,12 @@ mod tests {
             ("x-forwarded-proto", "https"),
             ("x-forwarded-host", "evil.com"),
         ]);
-        set_forwarded(&mut map, &peer(false), Some(&HeaderValue::from_static("a.com")), "http");
+        set_forwarded(
+            &mut map,
+            &peer(false),
+            Some(&HeaderValue::from_static("a.com")),
+            "http",
+        );
         assert_eq!(map["x-forwarded-for"], "192.0.2.7");
         assert_eq!(map["x-real-ip"], "192.0.2.7");
         assert_eq!(map["x-forwarded-proto"], "http");
@@ -162,7 +180,12 @@ mod tests {
             ("x-real-ip", "203.0.113.1"),
             ("x-forwarded-proto", "https"),
         ]);
-        set_forwarded(&mut map, &peer(true), Some(&HeaderValue::from_static("a.com")), "http");
+        set_forwarded(
+            &mut map,
+            &peer(true),
+            Some(&HeaderValue::from_static("a.com")),
+            "http",
+        );
         assert_eq!(map["x-forwarded-for"], "203.0.113.1, 192.0.2.7");
         assert_eq!(map["x-real-ip"], "203.0.113.1");
         assert_eq!(map["x-forwarded-proto"], "https");
@@ -171,7 +194,10 @@ mod tests {
 
     #[test]
     fn upgrade_needs_connection_upgrade() {
-        let asked = headers(&[("connection", "keep-alive, Upgrade"), ("upgrade", "websocket")]);
+        let asked = headers(&[
+            ("connection", "keep-alive, Upgrade"),
+            ("upgrade", "websocket"),
+        ]);
         assert_eq!(requested_upgrade(&asked).unwrap(), "websocket");
         let not_asked = headers(&[("upgrade", "websocket")]);
         assert!(requested_upgrade(&not_asked).is_none());

@@ -93,7 +93,8 @@ fn peer_info(address: SocketAddr, trusted_proxies: &[IpNet]) -> PeerInfo {
     let ip = address.ip().to_canonical();
     PeerInfo {
         address,
-        ip_value: HeaderValue::from_str(&ip.to_string()).expect("an IP address is a valid header value"),
+        ip_value: HeaderValue::from_str(&ip.to_string())
+            .expect("an IP address is a valid header value"),
         trusted: trusted_proxies.iter().any(|net| net.contains(&ip)),
     }
 }

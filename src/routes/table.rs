@@ -44,7 +44,9 @@ impl RouteTable {
             table.hosts.push(HostRoutes { locations });
             match &host.pattern {
                 HostPattern::Exact(name) => table.exact.insert(name.as_str().into(), index),
-                HostPattern::Wildcard(suffix) => table.wildcards.insert(suffix.as_str().into(), index),
+                HostPattern::Wildcard(suffix) => {
+                    table.wildcards.insert(suffix.as_str().into(), index)
+                }
                 HostPattern::Any => table.any.replace(index),
             };
         }
@@ -110,7 +112,9 @@ pub fn unapplied_settings(desired: &DesiredHosts) -> Vec<String> {
             for upstream in &location.upstreams {
                 let target = &upstream.target;
                 if upstream.tls {
-                    note(&format!("upstream {target}: TLS (the upstream is left out)"));
+                    note(&format!(
+                        "upstream {target}: TLS (the upstream is left out)"
+                    ));
                 }
                 if upstream.weight != 1 {
                     note(&format!("upstream {target}: weight"));
@@ -119,7 +123,9 @@ pub fn unapplied_settings(desired: &DesiredHosts) -> Vec<String> {
                     note(&format!("upstream {target}: headers.add"));
                 }
                 if !matches!(target, UpstreamTarget::Address(_)) {
-                    note(&format!("upstream {target}: name resolution (it has no address yet)"));
+                    note(&format!(
+                        "upstream {target}: name resolution (the upstream has no address)"
+                    ));
                 }
             }
         }
@@ -163,15 +169,27 @@ mod tests {
             ("com", "10.0.0.4:80"),
         ];
         for (host, expected) in cases {
-            assert_eq!(upstream_of(&table, host, "/"), Ok(expected.to_owned()), "{host}");
+            assert_eq!(
+                upstream_of(&table, host, "/"),
+                Ok(expected.to_owned()),
+                "{host}"
+            );
         }
     }
 
     #[test]
     fn no_catch_all_means_no_host() {
-        let table = table(r#"{"host": {"*.example.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#);
-        assert_eq!(upstream_of(&table, "example.com", "/"), Err(RouteMiss::NoHost));
-        assert_eq!(upstream_of(&table, "example.org", "/"), Err(RouteMiss::NoHost));
+        let table = table(
+            r#"{"host": {"*.example.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#,
+        );
+        assert_eq!(
+            upstream_of(&table, "example.com", "/"),
+            Err(RouteMiss::NoHost)
+        );
+        assert_eq!(
+            upstream_of(&table, "example.org", "/"),
+            Err(RouteMiss::NoHost)
+        );
     }
 
     #[test]
@@ -195,13 +213,18 @@ mod tests {
             ("/", Err(RouteMiss::NoLocation)),
         ];
         for (path, expected) in cases {
-            assert_eq!(upstream_of(&table, "a.com", path), expected.map(str::to_owned), "{path}");
+            assert_eq!(
+                upstream_of(&table, "a.com", path),
+                expected.map(str::to_owned),
+                "{path}"
+            );
         }
     }
 
     #[test]
     fn names_have_no_address_yet() {
-        let table = table(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"app:8080": {}}}}}}}"#);
+        let table =
+            table(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"app:8080": {}}}}}}}"#);
         let location = table.find("a.com", "/").unwrap();
         assert!(location.upstreams.pick().is_none());
     }

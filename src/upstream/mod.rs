@@ -97,10 +97,19 @@ mod tests {
         .unwrap();
         let set = UpstreamSet::build(&desired.hosts[0].locations[0].upstreams);
         assert_eq!(set.len(), 3, "the name has no address");
-        let picked: Vec<String> = (0..6).map(|_| set.pick().unwrap().address.to_string()).collect();
+        let picked: Vec<String> = (0..6)
+            .map(|_| set.pick().unwrap().address.to_string())
+            .collect();
         assert_eq!(
             picked,
-            ["10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80", "10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"]
+            [
+                "10.0.0.1:80",
+                "10.0.0.2:80",
+                "10.0.0.3:80",
+                "10.0.0.1:80",
+                "10.0.0.2:80",
+                "10.0.0.3:80"
+            ]
         );
     }
 }

@@ -1,0 +1,10 @@
+//! The proxy core, end to end: dockhand serving real loopback backends.
+
+mod support;
+
+mod forwarding;
+mod lifecycle;
+mod protocols;
+mod routes_file;
+mod routing;
+mod statuses;

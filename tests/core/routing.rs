@@ -1,0 +1,107 @@
+//! Host and location matching through the real server (MODEL.md's rules), and
+//! round robin over a location's addresses.
+
+use crate::support::*;
+
+#[tokio::test]
+async fn hosts_match_exact_then_longest_wildcard_then_catch_all() {
+    let exact = Backend::echo("exact").await;
+    let wildcard = Backend::echo("wildcard").await;
+    let deeper = Backend::echo("deeper").await;
+    let any = Backend::echo("any").await;
+    let routes = serde_json::json!({"host": {
+        "example.com": {"location": {"/": {"upstream": {exact.addr.to_string(): {}}}}},
+        "*.example.com": {"location": {"/": {"upstream": {wildcard.addr.to_string(): {}}}}},
+        "*.api.example.com": {"location": {"/": {"upstream": {deeper.addr.to_string(): {}}}}},
+        "*": {"location": {"/": {"upstream": {any.addr.to_string(): {}}}}}
+    }});
+    let proxy = Proxy::start(&routes.to_string()).await;
+    let cases = [
+        ("example.com", "exact"),
+        ("EXAMPLE.com:8080", "exact"),
+        ("example.com.", "exact"),
+        ("www.example.com", "wildcard"),
+        ("a.b.example.com", "wildcard"),
+        ("v1.api.example.com", "deeper"),
+        ("api.example.com", "wildcard"),
+        ("elsewhere.org", "any"),
+    ];
+    for (host, backend) in cases {
+        let reply = get(proxy.addr, host, "/").await;
+        assert_eq!(reply.status, 200, "{host}");
+        assert_eq!(reply.header("x-backend"), backend, "{host}");
+    }
+}
+
+#[tokio::test]
+async fn unknown_host_is_404_no_host() {
+    let backend = Backend::echo("a").await;
+    let proxy = Proxy::start(&one_route("example.com", backend.addr)).await;
+    let reply = get(proxy.addr, "other.com", "/").await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.header("x-dockhand-error"), "no_host");
+    assert_eq!(reply.text(), "no route for this host\n");
+}
+
+#[tokio::test]
+async fn longest_prefix_wins_at_a_segment_boundary() {
+    let root_api = Backend::echo("api").await;
+    let v2 = Backend::echo("v2").await;
+    let routes = serde_json::json!({"host": {"example.com": {"location": {
+        "/api": {"upstream": {root_api.addr.to_string(): {}}},
+        "/api/v2": {"upstream": {v2.addr.to_string(): {}}}
+    }}}});
+    let proxy = Proxy::start(&routes.to_string()).await;
+    for (path, backend) in [
+        ("/api", "api"),
+        ("/api/users?page=2", "api"),
+        ("/api/v2", "v2"),
+        ("/api/v2/orders", "v2"),
+        ("/api/v20", "api"),
+    ] {
+        let reply = get(proxy.addr, "example.com", path).await;
+        assert_eq!(reply.header("x-backend"), backend, "{path}");
+        // The path and query reach the upstream unchanged.
+        assert_eq!(reply.json()["uri"], path, "{path}");
+    }
+    for path in ["/apis", "/", "/other"] {
+        let reply = get(proxy.addr, "example.com", path).await;
+        assert_eq!(reply.status, 404, "{path}");
+        assert_eq!(reply.header("x-dockhand-error"), "no_location", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn round_robin_over_the_addresses_of_a_location() {
+    let a = Backend::echo("a").await;
+    let b = Backend::echo("b").await;
+    let c = Backend::echo("c").await;
+    let routes = serde_json::json!({"host": {"example.com": {"location": {"/": {"upstream": {
+        a.addr.to_string(): {}, b.addr.to_string(): {}, c.addr.to_string(): {}
+    }}}}}});
+    let proxy = Proxy::start(&routes.to_string()).await;
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        seen.push(
+            get(proxy.addr, "example.com", "/")
+                .await
+                .header("x-backend")
+                .to_owned(),
+        );
+    }
+    assert_eq!(seen, ["a", "b", "c", "a", "b", "c"]);
+}
+
+#[tokio::test]
+async fn an_upstream_written_as_a_name_has_no_address_yet_so_503() {
+    let a = Backend::echo("a").await;
+    let routes = serde_json::json!({"host": {"example.com": {"location": {
+        "/": {"upstream": {a.addr.to_string(): {}}},
+        "/named": {"upstream": {"app.internal:8080": {}}}
+    }}}});
+    let proxy = Proxy::start(&routes.to_string()).await;
+    let reply = get(proxy.addr, "example.com", "/named").await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
+    assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+}

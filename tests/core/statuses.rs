@@ -1,0 +1,195 @@
+//! dockhand's own statuses: each with a one-line body and `x-dockhand-error`,
+//! and the timeouts that lead to them.
+
+use std::time::Duration;
+
+use http::Response;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+
+use dockhand::config::Settings;
+
+use crate::support::*;
+
+fn assert_own_status(reply: &Reply, status: u16, reason: &str) {
+    assert_eq!(reply.status, status, "{}", reply.text());
+    assert_eq!(reply.header("x-dockhand-error"), reason);
+    let text = reply.text();
+    assert!(
+        text.ends_with('\n') && text.lines().count() == 1,
+        "one line: {text:?}"
+    );
+}
+
+#[tokio::test]
+async fn refused_connection_is_502() {
+    let closed_port = free_port();
+    let proxy = Proxy::start(&one_route("example.com", closed_port)).await;
+    assert_own_status(
+        &get(proxy.addr, "example.com", "/").await,
+        502,
+        "connect_refused",
+    );
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_http_is_502() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buffer = [0; 1024];
+            let _ = stream.read(&mut buffer).await;
+            let _ = stream.write_all(b"SMTP ready\r\n\r\n").await;
+        }
+    });
+    let proxy = Proxy::start(&one_route("example.com", addr)).await;
+    assert_own_status(
+        &get(proxy.addr, "example.com", "/").await,
+        502,
+        "bad_response",
+    );
+}
+
+#[tokio::test]
+async fn a_connection_reset_before_the_answer_is_502() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buffer = [0; 1024];
+            let _ = stream.read(&mut buffer).await;
+            // Linger 0 turns the close into a reset.
+            let _ = stream.set_zero_linger();
+            drop(stream);
+        }
+    });
+    let proxy = Proxy::start(&one_route("example.com", addr)).await;
+    assert_own_status(
+        &get(proxy.addr, "example.com", "/").await,
+        502,
+        "bad_response",
+    );
+}
+
+#[tokio::test]
+async fn no_answer_within_the_upstream_timeout_is_504() {
+    let backend = Backend::start(|_request| async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Response::new(empty())
+    })
+    .await;
+    let settings = Settings {
+        upstream_timeout: Duration::from_millis(200),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", backend.addr), settings).await;
+    assert_own_status(
+        &get(proxy.addr, "example.com", "/").await,
+        504,
+        "upstream_timeout",
+    );
+}
+
+#[tokio::test]
+async fn a_connect_that_hangs_is_504_after_the_connect_timeout() {
+    // A listener whose accept queue is full drops new SYNs, so connecting hangs.
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let full = socket.listen(0).unwrap();
+    let addr = full.local_addr().unwrap();
+    let mut fillers = Vec::new();
+    for _ in 0..4 {
+        if let Ok(Ok(stream)) =
+            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await
+        {
+            fillers.push(stream);
+        }
+    }
+    let settings = Settings {
+        connect_timeout: Duration::from_millis(200),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", addr), settings).await;
+    assert_own_status(
+        &get(proxy.addr, "example.com", "/").await,
+        504,
+        "connect_timeout",
+    );
+    drop(full);
+}
+
+/// Sends raw bytes on a new connection and reads until the server closes.
+async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn a_request_without_host_is_400() {
+    let backend = Backend::echo("a").await;
+    let proxy = Proxy::start(&one_route("*", backend.addr)).await;
+    let answer = raw_exchange(proxy.addr, b"GET / HTTP/1.0\r\n\r\n").await;
+    assert!(
+        answer.starts_with("HTTP/1.0 400") || answer.starts_with("HTTP/1.1 400"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("x-dockhand-error: missing_host"),
+        "{answer}"
+    );
+    let answer = raw_exchange(proxy.addr, b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
+
+#[tokio::test]
+async fn headers_over_64_kib_are_431() {
+    let backend = Backend::echo("a").await;
+    let proxy = Proxy::start(&one_route("example.com", backend.addr)).await;
+    let big = "x".repeat(70 * 1024);
+    let reply = send(
+        proxy.addr,
+        request("GET", "example.com", "/")
+            .header("x-big", big)
+            .body(empty())
+            .unwrap(),
+    )
+    .await;
+    assert_own_status(&reply, 431, "headers_too_large");
+    // Just under the limit is forwarded.
+    let fits = "x".repeat(60 * 1024);
+    let reply = send(
+        proxy.addr,
+        request("GET", "example.com", "/")
+            .header("x-big", fits)
+            .body(empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+}
+
+#[tokio::test]
+async fn a_slow_request_head_is_cut_off() {
+    let backend = Backend::echo("a").await;
+    let settings = Settings {
+        header_read_timeout: Duration::from_millis(300),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", backend.addr), settings).await;
+    let mut stream = TcpStream::connect(proxy.addr).await.unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: exa")
+        .await
+        .unwrap();
+    // The rest of the head never comes; the server must close the connection.
+    let mut answer = Vec::new();
+    let closed =
+        tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    assert!(closed.is_ok(), "the connection was left open");
+    assert!(!String::from_utf8_lossy(&answer).contains("200"));
+    assert_eq!(backend.connection_count(), 0);
+}

@@ -1,0 +1,404 @@
+//! Test harness: dockhand run in-process on 127.0.0.1:0 (or as the real binary
+//! when a test needs signals or its memory), real loopback backends, and small
+//! HTTP clients that open their own connections.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Empty, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{oneshot, Notify};
+use tokio::task::JoinHandle;
+
+use dockhand::config::Settings;
+use dockhand::file_provider::RoutesFileError;
+
+pub type TestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+pub fn full(text: impl Into<Bytes>) -> TestBody {
+    Full::new(text.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+pub fn empty() -> TestBody {
+    Empty::new().map_err(|never| match never {}).boxed_unsync()
+}
+
+/// A real HTTP server on loopback (HTTP/1.1, h2c and upgrades) that counts the
+/// TCP connections it accepted.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl Backend {
+    pub async fn start<F, Fut>(handler: F) -> Backend
+    where
+        F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Response<TestBody>> + Send + 'static,
+    {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Backend::serve(listener, handler)
+    }
+
+    pub fn serve<F, Fut>(listener: TcpListener, handler: F) -> Backend
+    where
+        F: Fn(Request<Incoming>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = Response<TestBody>> + Send + 'static,
+    {
+        let addr = listener.local_addr().unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counter = connections.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                counter.fetch_add(1, Ordering::SeqCst);
+                let handler = handler.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request| {
+                        let response = handler(request);
+                        async move { Ok::<_, Infallible>(response.await) }
+                    });
+                    let _ = auto::Builder::new(TokioExecutor::new())
+                        .serve_connection_with_upgrades(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Backend {
+            addr,
+            connections,
+            task,
+        }
+    }
+
+    /// Answers every request with what it received: `x-backend: <name>` and a
+    /// JSON body of method, URI, version and headers.
+    pub async fn echo(name: &'static str) -> Backend {
+        Backend::start(move |request: Request<Incoming>| async move {
+            let headers: serde_json::Map<String, serde_json::Value> = request
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").into()))
+                .collect();
+            let body = serde_json::json!({
+                "method": request.method().as_str(),
+                "uri": request.uri().to_string(),
+                "version": format!("{:?}", request.version()),
+                "headers": headers,
+            });
+            Response::builder()
+                .header("x-backend", name)
+                .header("content-type", "application/json")
+                .body(full(body.to_string()))
+                .unwrap()
+        })
+        .await
+    }
+
+    pub fn connection_count(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// `{"host": {HOST: {"location": {"/": {"upstream": {ADDR: {}}}}}}}`
+pub fn one_route(host: &str, upstream: SocketAddr) -> String {
+    serde_json::json!({"host": {host: {"location": {"/": {"upstream": {upstream.to_string(): {}}}}}}})
+        .to_string()
+}
+
+/// dockhand's `run` in this process, with its routes file in a temporary folder.
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub routes_path: PathBuf,
+    reload: Arc<Notify>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), RoutesFileError>>>,
+    _dir: tempfile::TempDir,
+}
+
+pub fn test_settings() -> Settings {
+    Settings {
+        routes_poll_interval: Duration::from_millis(50),
+        ..Settings::default()
+    }
+}
+
+impl Proxy {
+    pub async fn start(routes: &str) -> Proxy {
+        Proxy::start_with(routes, test_settings()).await
+    }
+
+    pub async fn start_with(routes: &str, settings: Settings) -> Proxy {
+        Proxy::try_start(routes, settings)
+            .await
+            .expect("proxy starts")
+    }
+
+    /// Starts, or returns the start error (a bad routes file).
+    pub async fn try_start(routes: &str, mut settings: Settings) -> Result<Proxy, RoutesFileError> {
+        let dir = tempfile::tempdir().unwrap();
+        let routes_path = dir.path().join("routes.json");
+        std::fs::write(&routes_path, routes).unwrap();
+        settings.routes_file = Some(routes_path.clone());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let reload = Arc::new(Notify::new());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let mut task = tokio::spawn(dockhand::run(
+            listener,
+            settings,
+            reload.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        // A bad routes file ends `run` at once; a good one keeps it serving.
+        tokio::select! {
+            result = &mut task => {
+                result.unwrap()?;
+                panic!("run returned before shutdown");
+            }
+            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+        Ok(Proxy {
+            addr,
+            routes_path,
+            reload,
+            shutdown: Some(stop),
+            task: Some(task),
+            _dir: dir,
+        })
+    }
+
+    /// Replaces the routes file at once (write then rename, as editors do).
+    pub fn write_routes(&self, routes: &str) {
+        let staging = self.routes_path.with_extension("tmp");
+        std::fs::write(&staging, routes).unwrap();
+        std::fs::rename(&staging, &self.routes_path).unwrap();
+    }
+
+    /// What SIGHUP does in the binary.
+    pub fn reload(&self) {
+        self.reload.notify_one();
+    }
+
+    /// Signals shutdown and waits for `run` to return.
+    pub async fn stop(mut self) {
+        self.shutdown.take().unwrap().send(()).unwrap();
+        self.task.take().unwrap().await.unwrap().unwrap();
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+/// A response read whole.
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Reply {
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.text()))
+    }
+
+    pub fn header(&self, name: &str) -> &str {
+        self.headers.get(name).map_or("", |v| v.to_str().unwrap())
+    }
+
+    /// The header as the echo backend says it received it.
+    pub fn echoed_header(&self, name: &str) -> Option<String> {
+        self.json()["headers"][name].as_str().map(str::to_owned)
+    }
+}
+
+pub async fn read_reply(response: Response<Incoming>) -> Reply {
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    Reply {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    }
+}
+
+/// An HTTP/1.1 connection of its own to `addr`.
+pub async fn http1_connection(
+    addr: SocketAddr,
+) -> hyper::client::conn::http1::SendRequest<TestBody> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection.with_upgrades());
+    sender
+}
+
+/// An HTTP/2 prior-knowledge connection of its own to `addr`.
+pub async fn h2_connection(addr: SocketAddr) -> hyper::client::conn::http2::SendRequest<TestBody> {
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    sender
+}
+
+/// `GET path` with `Host: host` on a new HTTP/1.1 connection.
+pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Reply {
+    send(addr, request("GET", host, path).body(empty()).unwrap()).await
+}
+
+pub async fn send(addr: SocketAddr, request: Request<TestBody>) -> Reply {
+    let mut sender = http1_connection(addr).await;
+    read_reply(sender.send_request(request).await.unwrap()).await
+}
+
+pub fn request(method: &str, host: &str, path: &str) -> http::request::Builder {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", host)
+}
+
+/// Polls `check` until it holds, for at most 10 s; it waits for a state, it times nothing.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never happened: {what}");
+}
+
+/// The dockhand binary, run as a user would, with its stdout captured.
+pub struct ProxyProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+}
+
+impl ProxyProcess {
+    pub fn routes_path(&self) -> PathBuf {
+        self.dir.path().join("routes.json")
+    }
+
+    /// Starts the binary with `routes` and `extra` flags, and waits until it answers.
+    pub async fn start(routes: &str, extra: &[&str]) -> ProxyProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let routes_path = dir.path().join("routes.json");
+        std::fs::write(&routes_path, routes).unwrap();
+        let addr = free_port();
+        let log = std::fs::File::create(dir.path().join("stdout.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_dockhand"))
+            .arg("--no-docker")
+            .arg("--routes")
+            .arg(&routes_path)
+            .arg("--http-listen")
+            .arg(addr.to_string())
+            .arg("--log-format")
+            .arg("json")
+            .args(extra)
+            .stdout(log)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let process = ProxyProcess { child, addr, dir };
+        eventually("the binary listens", || async {
+            TcpStream::connect(addr).await.is_ok()
+        })
+        .await;
+        process
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    pub fn stdout(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stdout.log")).unwrap()
+    }
+
+    /// The process's peak resident memory, from `/proc`.
+    pub fn peak_rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kib * 1024
+    }
+
+    /// Waits for the process to exit, for at most `limit`.
+    pub async fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the process did not exit"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for ProxyProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A loopback port that was free a moment ago (for the binary, which binds itself).
+pub fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
