@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::config::{parse_routes_file, ConfigErrors, DesiredHosts};
-use crate::routes::{unapplied_settings, Router};
+use crate::routes::{unapplied_settings, Router, Source};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoutesFileError {
@@ -103,5 +103,5 @@ fn publish(router: &Router, path: &Path, desired: &DesiredHosts) {
     for note in unapplied_settings(desired) {
         tracing::warn!(path = %path.display(), "{note}");
     }
-    router.publish(desired);
+    router.publish(Source::File, desired.clone());
 }

@@ -36,6 +36,10 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_NO_DOCKER")]
     pub no_docker: bool,
 
+    /// How long a request that finds no upstream waits for one to appear before 503.
+    #[arg(long, env = "DOCKHAND_UPSTREAM_WAIT", default_value = "5s", value_parser = parse_duration)]
+    pub upstream_wait: Duration,
+
     /// Upper bound on opening one upstream connection.
     #[arg(long, env = "DOCKHAND_CONNECT_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub connect_timeout: Duration,
@@ -70,6 +74,7 @@ impl Flags {
         Settings {
             routes_file: self.routes.clone(),
             routes_poll_interval: self.routes_poll_interval.max(Duration::from_millis(10)),
+            upstream_wait: self.upstream_wait,
             connect_timeout: self.connect_timeout,
             upstream_timeout: self.upstream_timeout,
             shutdown_timeout: self.shutdown_timeout,

@@ -28,6 +28,8 @@ pub struct Settings {
     pub routes_poll_interval: Duration,
     /// Upper bound on establishing one upstream connection.
     pub connect_timeout: Duration,
+    /// How long a request that finds no upstream waits for one to appear.
+    pub upstream_wait: Duration,
     /// Upper bound from sending a request to receiving the upstream's response head.
     pub upstream_timeout: Duration,
     /// How long in-flight requests may finish after a shutdown signal.
@@ -43,6 +45,7 @@ impl Default for Settings {
         Settings {
             routes_file: None,
             routes_poll_interval: Duration::from_secs(1),
+            upstream_wait: Duration::from_secs(5),
             connect_timeout: Duration::from_secs(10),
             upstream_timeout: Duration::from_secs(60),
             shutdown_timeout: Duration::from_secs(30),

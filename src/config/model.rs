@@ -9,12 +9,12 @@ use http::{HeaderName, HeaderValue, StatusCode};
 use regex::Regex;
 
 /// The desired hosts of one source.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredHosts {
     pub hosts: Vec<HostConfig>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostConfig {
     pub pattern: HostPattern,
     /// Applies to every location that does not set its own.
@@ -43,7 +43,7 @@ impl fmt::Display for HostPattern {
     }
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct LocationConfig {
     /// Path prefix, starting with `/`, matched at a segment boundary.
     pub prefix: String,
@@ -89,7 +89,7 @@ pub struct HealthCheck {
     pub enabled: Option<bool>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct UpstreamConfig {
     pub target: UpstreamTarget,
     /// 1..=127
@@ -122,6 +122,30 @@ impl fmt::Display for UpstreamTarget {
             UpstreamTarget::Address(addr) => write!(f, "{addr}"),
             UpstreamTarget::Name { host, port } => write!(f, "{host}:{port}"),
             UpstreamTarget::Srv { owner, .. } => f.write_str(owner),
+        }
+    }
+}
+
+/// Patterns compare by their source text (`Regex` has no equality of its own),
+/// so an unchanged rewrite leaves the route table untouched.
+impl PartialEq for Rewrite {
+    fn eq(&self, other: &Rewrite) -> bool {
+        match (self, other) {
+            (
+                Rewrite::Prefix { strip, add },
+                Rewrite::Prefix {
+                    strip: other_strip,
+                    add: other_add,
+                },
+            ) => strip == other_strip && add == other_add,
+            (
+                Rewrite::Regex { pattern, replace },
+                Rewrite::Regex {
+                    pattern: other_pattern,
+                    replace: other_replace,
+                },
+            ) => pattern.as_str() == other_pattern.as_str() && replace == other_replace,
+            _ => false,
         }
     }
 }

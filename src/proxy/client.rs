@@ -15,6 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
 
+use super::request_body::UpstreamBody;
 use crate::config::Protocol;
 
 /// How long an unused pooled connection is kept.
@@ -72,8 +73,8 @@ impl tower_service::Service<Uri> for Connector {
 /// One pool per upstream protocol; each pools by address.
 #[derive(Clone)]
 pub struct UpstreamClient {
-    http1: Client<Connector, Incoming>,
-    h2c: Client<Connector, Incoming>,
+    http1: Client<Connector, UpstreamBody>,
+    h2c: Client<Connector, UpstreamBody>,
 }
 
 impl UpstreamClient {
@@ -96,7 +97,7 @@ impl UpstreamClient {
     pub fn send(
         &self,
         protocol: Protocol,
-        request: Request<Incoming>,
+        request: Request<UpstreamBody>,
     ) -> hyper_util::client::legacy::ResponseFuture {
         match protocol {
             Protocol::Http1 => self.http1.request(request),

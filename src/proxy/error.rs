@@ -39,6 +39,18 @@ impl ProxyError {
         }
     }
 
+    /// The upstream could not be reached, or dropped the connection before
+    /// answering: nothing of a response was received.
+    pub fn is_connection_failure(self) -> bool {
+        matches!(
+            self,
+            ProxyError::ConnectRefused
+                | ProxyError::ConnectTimeout
+                | ProxyError::ConnectFailed
+                | ProxyError::BadResponse
+        )
+    }
+
     /// The machine-readable reason, sent in `x-dockhand-error` and logged.
     pub fn reason(self) -> &'static str {
         match self {

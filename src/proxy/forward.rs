@@ -3,12 +3,13 @@
 //! (or dockhand's own status). Protocol switches (WebSocket) are spliced here.
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
 use http::uri::{PathAndQuery, Scheme};
-use http::{Request, Response, StatusCode, Uri, Version};
+use http::{Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
@@ -17,6 +18,7 @@ use super::body::ProxyBody;
 use super::client::{connect_error, ConnectError, UpstreamClient, UpstreamResponse};
 use super::error::ProxyError;
 use super::headers::{self, PeerInfo};
+use super::request_body::UpstreamBody;
 use crate::config::Protocol;
 use crate::routes::{normalize_host, RouteMiss, Router};
 use crate::upstream::Endpoint;
@@ -28,7 +30,8 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 pub struct ProxyState {
     pub router: Arc<Router>,
     pub client: UpstreamClient,
-    pub upstream_timeout: std::time::Duration,
+    pub upstream_timeout: Duration,
+    pub upstream_wait: Duration,
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.
@@ -68,32 +71,52 @@ async fn handle_inner(
     if header_bytes(&request) > MAX_HEADER_BYTES {
         return Err(ProxyError::HeadersTooLarge);
     }
-    let table = state.router.current();
     let mut buffer = [0; crate::routes::MAX_HOST_LEN];
     let host_key = host
         .to_str()
         .ok()
         .and_then(|raw| normalize_host(raw, &mut buffer))
         .ok_or(ProxyError::MissingHost)?;
-    let location = table
-        .find(host_key, request.uri().path())
-        .map_err(|miss| match miss {
-            RouteMiss::NoHost => ProxyError::NoHost,
-            RouteMiss::NoLocation => ProxyError::NoLocation,
-        })?;
-    let endpoint = location.upstreams.pick().ok_or(ProxyError::NoUpstream)?;
+    let client_uri = record.uri.clone();
+    let wanted = Wanted {
+        host: host_key,
+        path: client_uri.path(),
+        deadline: tokio::time::Instant::now() + state.upstream_wait,
+    };
+    let (endpoint, follows_containers) = choose_endpoint(&state.router, &wanted, None)
+        .await?
+        .ok_or(ProxyError::NoUpstream)?;
     record.upstream = Some(endpoint.address);
 
     let upgrade = headers::requested_upgrade(request.headers());
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
-    prepare_request(&mut request, endpoint, peer, host, upgrade)?;
+    // Containers move: a request that can be sent again unchanged (no body,
+    // idempotent) is kept, in case its upstream vanished under it.
+    let replay = (follows_containers && is_replayable(&request)).then(|| Replay::of(&request));
+    let mut upstream_request = request.map(UpstreamBody::Streamed);
+    prepare_request(
+        &mut upstream_request,
+        &endpoint,
+        peer,
+        host.clone(),
+        upgrade.clone(),
+    )?;
+    let mut result = send(state, &endpoint, upstream_request).await;
 
-    let sent = state.client.send(endpoint.protocol(), request);
-    let mut response = match tokio::time::timeout(state.upstream_timeout, sent).await {
-        Err(_) => return Err(ProxyError::UpstreamTimeout),
-        Ok(Err(error)) => return Err(classify(&error)),
-        Ok(Ok(response)) => response,
-    };
+    if let (Err(error), Some(replay)) = (&result, replay) {
+        if error.is_connection_failure() {
+            if let Some((next, _)) =
+                choose_endpoint(&state.router, &wanted, Some(endpoint.address)).await?
+            {
+                tracing::debug!(failed = %endpoint.address, next = %next.address, "upstream lost; request sent again");
+                record.upstream = Some(next.address);
+                let mut again = replay.into_request();
+                prepare_request(&mut again, &next, peer, host, upgrade)?;
+                result = send(state, &next, again).await;
+            }
+        }
+    }
+    let mut response = result?;
 
     // The client's connection has its own version; the upstream's is not passed on.
     *response.version_mut() = Version::HTTP_11;
@@ -108,6 +131,99 @@ async fn handle_inner(
         tokio::spawn(splice(client_upgrade, upstream_upgrade));
     }
     Ok(response)
+}
+
+/// What a request is routed by, and until when it may wait for an upstream.
+struct Wanted<'a> {
+    host: &'a str,
+    path: &'a str,
+    deadline: tokio::time::Instant,
+}
+
+/// Picks an endpoint for the request's location, other than `failed` when
+/// given. When there is none, waits for the route table to change, until the
+/// deadline (`Ok(None)`). No host or location fails at once.
+async fn choose_endpoint(
+    router: &Router,
+    wanted: &Wanted<'_>,
+    failed: Option<SocketAddr>,
+) -> Result<Option<(Arc<Endpoint>, bool)>, ProxyError> {
+    let mut changes = None;
+    loop {
+        {
+            let table = router.current();
+            let location = table
+                .find(wanted.host, wanted.path)
+                .map_err(|miss| match miss {
+                    RouteMiss::NoHost => ProxyError::NoHost,
+                    RouteMiss::NoLocation => ProxyError::NoLocation,
+                })?;
+            let upstreams = &location.upstreams;
+            // Round robin may offer the failed address first; a full turn finds any other.
+            let picked = (0..upstreams.len().max(1))
+                .filter_map(|_| upstreams.pick())
+                .find(|endpoint| Some(endpoint.address) != failed);
+            if let Some(endpoint) = picked {
+                return Ok(Some((endpoint, location.follows_containers)));
+            }
+            if !location.follows_containers && failed.is_some() {
+                return Ok(None);
+            }
+        }
+        match &mut changes {
+            // Subscribe, then look once more, so a swap in between is not missed.
+            None => changes = Some(router.subscribe()),
+            Some(changes) => {
+                let changed = tokio::time::timeout_at(wanted.deadline, changes.changed()).await;
+                if !matches!(changed, Ok(Ok(()))) {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+async fn send(
+    state: &ProxyState,
+    endpoint: &Endpoint,
+    request: Request<UpstreamBody>,
+) -> Result<UpstreamResponse, ProxyError> {
+    let sent = state.client.send(endpoint.protocol(), request);
+    match tokio::time::timeout(state.upstream_timeout, sent).await {
+        Err(_) => Err(ProxyError::UpstreamTimeout),
+        Ok(Err(error)) => Err(classify(&error)),
+        Ok(Ok(response)) => Ok(response),
+    }
+}
+
+fn is_replayable(request: &Request<Incoming>) -> bool {
+    let idempotent = matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::PUT | Method::DELETE | Method::TRACE
+    );
+    idempotent && http_body::Body::is_end_stream(request.body())
+}
+
+/// A bodyless request's head, kept to send it again.
+struct Replay {
+    parts: http::request::Parts,
+}
+
+impl Replay {
+    fn of(request: &Request<Incoming>) -> Replay {
+        let mut copy = Request::new(());
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        Replay {
+            parts: copy.into_parts().0,
+        }
+    }
+
+    fn into_request(self) -> Request<UpstreamBody> {
+        Request::from_parts(self.parts, UpstreamBody::Empty)
+    }
 }
 
 /// The host the client asked for: the URI's authority (HTTP/2, absolute-form) or `Host`.
@@ -129,7 +245,7 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
 
 /// Points the request at `endpoint` and sets the headers the upstream sees.
 fn prepare_request(
-    request: &mut Request<Incoming>,
+    request: &mut Request<UpstreamBody>,
     endpoint: &Endpoint,
     peer: &PeerInfo,
     host: HeaderValue,

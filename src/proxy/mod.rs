@@ -8,6 +8,7 @@ mod client;
 mod error;
 mod forward;
 mod headers;
+mod request_body;
 mod server;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;

@@ -2,9 +2,10 @@
 //! suffixes, the catch-all) and, per host, locations ordered longest prefix
 //! first. Built once per change; lookups borrow and never allocate.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
-use crate::config::{DesiredHosts, HostPattern, LocationConfig, UpstreamTarget};
+use super::Source;
+use crate::config::{DesiredHosts, HostConfig, HostPattern, LocationConfig, UpstreamTarget};
 use crate::upstream::UpstreamSet;
 
 #[derive(Default)]
@@ -25,6 +26,9 @@ struct HostRoutes {
 pub struct Location {
     pub prefix: Box<str>,
     pub upstreams: UpstreamSet,
+    /// Its upstreams come from containers, which move: a request that finds
+    /// none, or loses one, waits for the next table.
+    pub follows_containers: bool,
 }
 
 /// Why a request matched nothing.
@@ -35,22 +39,43 @@ pub enum RouteMiss {
 }
 
 impl RouteTable {
+    /// A table of one source's hosts (the routes file's).
     pub fn build(desired: &DesiredHosts) -> RouteTable {
+        RouteTable::build_merged(&BTreeMap::from([(Source::File, desired.clone())]))
+    }
+
+    /// A table of every source's hosts; a host defined by several sources is
+    /// taken from the first (in `Source` order) and the others are skipped.
+    pub fn build_merged(sources: &BTreeMap<Source, DesiredHosts>) -> RouteTable {
         let mut table = RouteTable::default();
-        for host in &desired.hosts {
-            let index = table.hosts.len();
-            let mut locations: Vec<Location> = host.locations.iter().map(build_location).collect();
-            locations.sort_by_key(|location| std::cmp::Reverse(location.prefix.len()));
-            table.hosts.push(HostRoutes { locations });
-            match &host.pattern {
-                HostPattern::Exact(name) => table.exact.insert(name.as_str().into(), index),
-                HostPattern::Wildcard(suffix) => {
-                    table.wildcards.insert(suffix.as_str().into(), index)
+        let mut taken = HashSet::new();
+        for (source, desired) in sources {
+            for host in &desired.hosts {
+                if !taken.insert(&host.pattern) {
+                    tracing::warn!(host = %host.pattern, ?source, "host defined by several sources; the first is served");
+                    continue;
                 }
-                HostPattern::Any => table.any.replace(index),
-            };
+                table.add_host(*source, host);
+            }
         }
         table
+    }
+
+    fn add_host(&mut self, source: Source, host: &HostConfig) {
+        let index = self.hosts.len();
+        let follows_containers = source == Source::Docker;
+        let mut locations: Vec<Location> = host
+            .locations
+            .iter()
+            .map(|location| build_location(location, follows_containers))
+            .collect();
+        locations.sort_by_key(|location| std::cmp::Reverse(location.prefix.len()));
+        self.hosts.push(HostRoutes { locations });
+        match &host.pattern {
+            HostPattern::Exact(name) => self.exact.insert(name.as_str().into(), index),
+            HostPattern::Wildcard(suffix) => self.wildcards.insert(suffix.as_str().into(), index),
+            HostPattern::Any => self.any.replace(index),
+        };
     }
 
     /// The location for a normalized host (see `normalize_host`) and a request path.
@@ -77,10 +102,11 @@ impl RouteTable {
     }
 }
 
-fn build_location(config: &LocationConfig) -> Location {
+fn build_location(config: &LocationConfig, follows_containers: bool) -> Location {
     Location {
         prefix: config.prefix.as_str().into(),
         upstreams: UpstreamSet::build(&config.upstreams),
+        follows_containers,
     }
 }
 

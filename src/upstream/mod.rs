@@ -39,7 +39,7 @@ impl Endpoint {
 /// The endpoints of one location, chosen in turn.
 #[derive(Debug, Default)]
 pub struct UpstreamSet {
-    endpoints: Vec<Endpoint>,
+    endpoints: Vec<Arc<Endpoint>>,
     next: AtomicUsize,
 }
 
@@ -53,7 +53,7 @@ impl UpstreamSet {
             .filter(|config| !config.tls)
             .filter_map(|config| match config.target {
                 UpstreamTarget::Address(address) => {
-                    Some(Endpoint::new(address, Arc::new(config.clone())))
+                    Some(Arc::new(Endpoint::new(address, Arc::new(config.clone()))))
                 }
                 UpstreamTarget::Name { .. } | UpstreamTarget::Srv { .. } => None,
             })
@@ -65,12 +65,19 @@ impl UpstreamSet {
     }
 
     /// The next endpoint in round-robin order; `None` when there is no address.
-    pub fn pick(&self) -> Option<&Endpoint> {
+    pub fn pick(&self) -> Option<Arc<Endpoint>> {
         if self.endpoints.is_empty() {
             return None;
         }
         let turn = self.next.fetch_add(1, Ordering::Relaxed);
-        Some(&self.endpoints[turn % self.endpoints.len()])
+        Some(self.endpoints[turn % self.endpoints.len()].clone())
+    }
+
+    /// Whether `address` is still one of this location's endpoints.
+    pub fn contains(&self, address: std::net::SocketAddr) -> bool {
+        self.endpoints
+            .iter()
+            .any(|endpoint| endpoint.address == address)
     }
 
     pub fn len(&self) -> usize {

@@ -99,9 +99,30 @@ async fn an_upstream_written_as_a_name_has_no_address_yet_so_503() {
         "/": {"upstream": {a.addr.to_string(): {}}},
         "/named": {"upstream": {"app.internal:8080": {}}}
     }}}});
-    let proxy = Proxy::start(&routes.to_string()).await;
+    let settings = dockhand::config::Settings {
+        upstream_wait: std::time::Duration::from_millis(100),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&routes.to_string(), settings).await;
     let reply = get(proxy.addr, "example.com", "/named").await;
     assert_eq!(reply.status, 503);
     assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
     assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_request_waits_for_an_upstream_to_appear() {
+    let a = Backend::echo("a").await;
+    let routes = |upstream: &str| {
+        serde_json::json!({"host": {"example.com": {"location": {"/": {"upstream": {upstream: {}}}}}}})
+            .to_string()
+    };
+    let proxy = Proxy::start(&routes("app.internal:8080")).await;
+    // The request finds no address; while it waits, the location gets one.
+    let waiting = tokio::spawn(get(proxy.addr, "example.com", "/"));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    proxy.write_routes(&routes(&a.addr.to_string()));
+    let reply = waiting.await.unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("x-backend"), "a");
 }
