@@ -53,6 +53,7 @@ pub async fn run(
         router,
         client: UpstreamClient::new(settings.connect_timeout),
         upstream_timeout: settings.upstream_timeout,
+        upstream_wait: settings.upstream_wait,
     });
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,
