@@ -5,6 +5,8 @@
 //!
 //! - `config`: the model (hosts, locations, upstreams), the routes-file parser
 //!   with path-precise errors, and process settings from flags.
+//! - `labels`: Docker labels, networks and ports into desired hosts and
+//!   diagnostics, as a pure function (the Docker provider feeds it).
 //! - `file_provider`: loads the routes file, reloads it on change or SIGHUP,
 //!   keeps the last good routes when a reload fails.
 //! - `routes`: builds the immutable `RouteTable` from desired hosts, matches
@@ -15,6 +17,7 @@
 
 pub mod config;
 pub mod file_provider;
+pub mod labels;
 pub mod proxy;
 pub mod routes;
 pub mod upstream;

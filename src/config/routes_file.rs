@@ -8,10 +8,7 @@ use serde_json::Value;
 use super::durations::parse_duration;
 use super::json_reader::{ConfigError, ConfigErrors, KeyPath, Object, Problems};
 use super::model::*;
-use super::values::{self, HostPort, RetryCondition};
-
-const DEFAULT_RETRY_ATTEMPTS: u8 = 1;
-const MAX_HEALTH_INTERVAL_SECS: u64 = 86_400;
+use super::values::{self, ResolutionMode, RewriteKind};
 
 /// Parses a whole routes file, or returns every problem in it.
 pub fn parse_routes_file(text: &str) -> Result<DesiredHosts, ConfigErrors> {
@@ -125,92 +122,52 @@ fn read_location(
 fn read_retry(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<Retry> {
     let retry = Object::read(value, path, &["attempts", "on"], problems)?;
     let attempts = retry
-        .integer("attempts", 0..=10, problems)
-        .map_or(DEFAULT_RETRY_ATTEMPTS, |n| n as u8);
-    let mut parsed = Retry {
-        attempts,
-        on_connect: true,
-        on_statuses: [502, 503, 504]
-            .map(|code| http::StatusCode::from_u16(code).expect("valid status"))
-            .to_vec(),
+        .integer("attempts", values::RETRY_ATTEMPTS, problems)
+        .map(|n| n as u8);
+    let Some((on, on_path)) = retry.get("on") else {
+        return Some(values::retry(attempts, None));
     };
-    if let Some((on, on_path)) = retry.get("on") {
-        let Some(items) = on.as_array().filter(|items| !items.is_empty()) else {
-            problems.report(
-                &on_path,
-                "expected a non-empty array such as [\"connect\", \"502\"]",
-            );
-            return None;
-        };
-        parsed.on_connect = false;
-        parsed.on_statuses.clear();
-        for item in items {
-            let condition = item
-                .as_str()
-                .ok_or_else(|| format!("expected strings, found {item}"))
-                .and_then(values::retry_condition);
-            match report(condition, &on_path, problems)? {
-                RetryCondition::Connect => parsed.on_connect = true,
-                RetryCondition::Status(status) => parsed.on_statuses.push(status),
-            }
-        }
+    let Some(items) = on.as_array().filter(|items| !items.is_empty()) else {
+        problems.report(
+            &on_path,
+            "expected a non-empty array such as [\"connect\", \"502\"]",
+        );
+        return None;
+    };
+    let mut conditions = Vec::with_capacity(items.len());
+    for item in items {
+        let condition = item
+            .as_str()
+            .ok_or_else(|| format!("expected strings, found {item}"))
+            .and_then(values::retry_condition);
+        conditions.push(report(condition, &on_path, problems)?);
     }
-    Some(parsed)
+    Some(values::retry(attempts, Some(conditions)))
 }
 
 fn read_rewrite(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<Rewrite> {
     let known = ["strip_prefix", "add_prefix", "match", "replace"];
     let rewrite = Object::read(value, path, &known, problems)?;
     let prefix_key = |key: &str, problems: &mut Problems| {
-        rewrite.str(key, problems).and_then(|(text, path)| {
-            let valid = text.starts_with('/').then(|| text.to_owned());
-            report(
-                valid.ok_or_else(|| "must start with `/`".to_owned()),
-                &path,
-                problems,
-            )
-        })
+        rewrite
+            .str(key, problems)
+            .and_then(|(text, path)| report(values::rewrite_prefix(text), &path, problems))
     };
     let strip = prefix_key("strip_prefix", problems);
     let add = prefix_key("add_prefix", problems);
     let pattern = rewrite.str("match", problems);
     let replace = rewrite.str("replace", problems);
-    let has_prefix_keys =
-        rewrite.map.contains_key("strip_prefix") || rewrite.map.contains_key("add_prefix");
-    let has_regex_keys = rewrite.map.contains_key("match") || rewrite.map.contains_key("replace");
-    match (has_prefix_keys, has_regex_keys) {
-        (true, true) => {
-            problems.report(
-                &rewrite.path,
-                "match/replace can't be combined with strip_prefix/add_prefix",
-            );
-            None
-        }
-        (true, false) => Some(Rewrite::Prefix { strip, add }),
-        (false, true) => match (pattern, replace) {
-            (Some((pattern, path)), Some((replace, _))) => {
-                let pattern = report(values::rewrite_pattern(pattern), &path, problems)?;
-                Some(Rewrite::Regex {
-                    pattern,
-                    replace: replace.to_owned(),
-                })
-            }
-            (None, _) if !rewrite.map.contains_key("match") => {
-                problems.report(&rewrite.path, "replace needs a match");
-                None
-            }
-            (_, None) if !rewrite.map.contains_key("replace") => {
-                problems.report(&rewrite.path, "match needs a replace");
-                None
-            }
-            _ => None,
-        },
-        (false, false) => {
-            problems.report(
-                &rewrite.path,
-                "a rewrite needs strip_prefix/add_prefix or match/replace",
-            );
-            None
+    let kind = values::rewrite_kind(rewrite.map.keys().map(String::as_str));
+    match report(kind, &rewrite.path, problems)? {
+        RewriteKind::Prefix => Some(Rewrite::Prefix { strip, add }),
+        RewriteKind::Regex => {
+            // A value that is not a string was reported by `str` already.
+            let ((pattern, path), (replace, _)) = pattern.zip(replace)?;
+            let pattern = report(values::rewrite_pattern(pattern), &path, problems)?;
+            Some(Rewrite::Regex {
+                pattern,
+                replace: replace.to_owned(),
+            })
         }
     }
 }
@@ -224,7 +181,7 @@ fn read_health_check(parent: &Object<'_>, problems: &mut Problems) -> HealthChec
     };
     HealthCheck {
         interval: check
-            .integer("interval_secs", 1..=MAX_HEALTH_INTERVAL_SECS, problems)
+            .integer("interval_secs", values::HEALTH_INTERVAL_SECS, problems)
             .map(Duration::from_secs),
         enabled: check.bool("enabled", problems),
     }
@@ -250,20 +207,16 @@ fn read_upstream(
     if let Some((_, path)) = upstream.get("network") {
         problems.report(&path, "network applies to Docker labels only");
     }
-    let sni = upstream.str("sni", problems).and_then(|(text, path)| {
-        report(
-            values::dns_name(text).map(|()| text.to_ascii_lowercase()),
-            &path,
-            problems,
-        )
-    });
+    let sni = upstream
+        .str("sni", problems)
+        .and_then(|(text, path)| report(values::server_name(text), &path, problems));
     let target = read_target(key, &upstream, sni.is_some(), problems)?;
     let weight = upstream
-        .integer("weight", 1..=127, problems)
+        .integer("weight", values::WEIGHTS, problems)
         .map_or(1, |n| n as u8);
-    let default_tls = matches!(&target, UpstreamTarget::Address(a) if a.port() == 443)
-        || matches!(&target, UpstreamTarget::Name { port: 443, .. });
-    let tls = upstream.bool("tls", problems).unwrap_or(default_tls);
+    let tls = upstream
+        .bool("tls", problems)
+        .unwrap_or_else(|| values::default_tls(&target));
     let verify = upstream.bool("verify", problems).unwrap_or(false);
     let protocol = upstream
         .str("protocol", problems)
@@ -324,58 +277,28 @@ fn read_target(
         ];
         Object::read(value, path, &known, problems)
     });
-    let mode = resolution
-        .as_ref()
-        .and_then(|r| r.str("mode", problems))
-        .map(|(mode, path)| (mode, Some(path)))
-        .unwrap_or(("a", None));
-    match mode {
-        ("a", _) => {
-            if let Some(resolution) = &resolution {
-                for srv_key in resolution.map.keys().filter(|k| *k != "mode") {
-                    problems.report(
-                        &resolution.path.field(srv_key),
-                        "applies only with mode \"srv\"",
-                    );
-                }
-            }
-            match values::host_port(key) {
-                Ok(HostPort::Address(address)) => Some(UpstreamTarget::Address(address)),
-                Ok(HostPort::Name { host, port }) => Some(UpstreamTarget::Name { host, port }),
-                Err(reason) => {
-                    problems.report(key_path, reason);
-                    None
-                }
-            }
-        }
-        ("srv", _) => {
-            let resolution = resolution.expect("mode srv was read from a resolution block");
-            let owner = srv_owner(key)
-                .map_err(|reason| problems.report(key_path, reason))
-                .ok();
+    let mode = match resolution.as_ref().and_then(|r| r.str("mode", problems)) {
+        Some((text, path)) => report(values::resolution_mode(text), &path, problems)?,
+        None => ResolutionMode::A,
+    };
+    match (mode, resolution) {
+        (ResolutionMode::Srv, Some(resolution)) => {
+            let owner = report(values::srv_owner(key), key_path, problems);
             let resolution = read_srv_resolution(&resolution, has_sni, problems)?;
             Some(UpstreamTarget::Srv {
                 owner: owner?,
                 resolution,
             })
         }
-        (other, path) => {
-            let path = path.expect("a mode other than the default was written");
-            problems.report(&path, format!("`{other}` is not a or srv"));
-            None
+        (_, resolution) => {
+            if let Some(resolution) = &resolution {
+                for srv_key in resolution.map.keys().filter(|k| *k != "mode") {
+                    problems.report(&resolution.path.field(srv_key), values::SRV_ONLY);
+                }
+            }
+            report(values::upstream_target(key), key_path, problems)
         }
     }
-}
-
-fn srv_owner(key: &str) -> Result<String, String> {
-    if key.parse::<std::net::IpAddr>().is_ok() || values::host_port(key).is_ok() {
-        return Err(
-            "an SRV upstream is an owner name such as _app._tcp.example.internal, not an address"
-                .into(),
-        );
-    }
-    values::dns_name(key)?;
-    Ok(key.to_owned())
 }
 
 fn read_srv_resolution(
@@ -385,46 +308,27 @@ fn read_srv_resolution(
 ) -> Option<SrvResolution> {
     let resolver = resolution
         .str("resolver", problems)
-        .and_then(|(text, path)| {
-            let parsed = match values::host_port(text) {
-                Ok(HostPort::Address(address)) => Ok((address.ip().to_string(), address.port())),
-                Ok(HostPort::Name { host, port }) => Ok((host, port)),
-                Err(reason) => Err(format!("a resolver is host:port: {reason}")),
-            };
-            report(parsed, &path, problems)
-        });
-    let ttl = |key: &str, default: u64, problems: &mut Problems| {
+        .and_then(|(text, path)| report(values::resolver(text), &path, problems));
+    let ttl = |key: &str, default: Duration, problems: &mut Problems| {
         resolution
             .str(key, problems)
             .and_then(|(text, path)| report(parse_duration(text), &path, problems))
-            .unwrap_or(Duration::from_secs(default))
+            .unwrap_or(default)
     };
-    let min_ttl = ttl("min_ttl", 5, problems);
-    let max_ttl = ttl("max_ttl", 60, problems);
-    let negative_ttl = ttl("negative_ttl", 5, problems);
-    if min_ttl > max_ttl {
-        problems.report(
-            &resolution.path.field("min_ttl"),
-            "min_ttl is longer than max_ttl",
-        );
-    }
-    let tls_server_name = resolution
-        .str("tls_server_name", problems)
-        .and_then(|(text, path)| report(values::tls_server_name(text), &path, problems))
-        .unwrap_or_default();
-    if tls_server_name == TlsServerName::Target && has_sni {
-        problems.report(
-            &resolution.path.field("tls_server_name"),
-            "\"target\" can't be combined with a fixed sni",
-        );
-    }
-    Some(SrvResolution {
+    let srv = SrvResolution {
         resolver,
-        min_ttl,
-        max_ttl,
-        negative_ttl,
-        tls_server_name,
-    })
+        min_ttl: ttl("min_ttl", values::DEFAULT_MIN_TTL, problems),
+        max_ttl: ttl("max_ttl", values::DEFAULT_MAX_TTL, problems),
+        negative_ttl: ttl("negative_ttl", values::DEFAULT_NEGATIVE_TTL, problems),
+        tls_server_name: resolution
+            .str("tls_server_name", problems)
+            .and_then(|(text, path)| report(values::tls_server_name(text), &path, problems))
+            .unwrap_or_default(),
+    };
+    for (key, reason) in values::srv_resolution_problems(&srv, has_sni) {
+        problems.report(&resolution.path.field(key), reason);
+    }
+    Some(srv)
 }
 
 /// Keeps a parsed value, or reports why it was refused at `path`.

@@ -1,12 +1,66 @@
-//! Parsers for single values, shared by every source (the routes file now,
-//! Docker labels later): each takes the text a user wrote and returns the typed
-//! value or the reason it was refused.
+//! Parsers and checks shared by every source (the routes file and Docker
+//! labels): each takes what a user wrote and returns the typed value or the
+//! reason it was refused, so both sources accept the same values and explain a
+//! refusal in the same words. Where a problem is reported (a key path, a
+//! label) is the source's business.
 
 use std::net::{IpAddr, SocketAddr};
+use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, StatusCode};
 
-use super::model::{HostPattern, LoadBalancing, Protocol, TlsServerName};
+use super::model::{
+    HostPattern, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName, UpstreamTarget,
+};
+
+pub use super::json_reader::closest;
+
+/// `retry.attempts`: tries after the first.
+pub const RETRY_ATTEMPTS: RangeInclusive<u64> = 0..=10;
+/// Tries after the first when `retry` is given without `attempts`.
+pub const DEFAULT_RETRY_ATTEMPTS: u8 = 1;
+/// An upstream's `weight`.
+pub const WEIGHTS: RangeInclusive<u64> = 1..=127;
+/// `health_check.interval_secs`: up to a day.
+pub const HEALTH_INTERVAL_SECS: RangeInclusive<u64> = 1..=86_400;
+/// SRV cache clamps when `resolution` leaves them out.
+pub const DEFAULT_MIN_TTL: Duration = Duration::from_secs(5);
+pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
+pub const DEFAULT_NEGATIVE_TTL: Duration = Duration::from_secs(5);
+/// The reason given for an SRV-only `resolution` key under mode `a`.
+pub const SRV_ONLY: &str = "applies only with mode \"srv\"";
+
+/// A whole number written as text (a label value), refused in the words the
+/// routes file uses for its numbers.
+pub fn whole_number(text: &str, range: RangeInclusive<u64>) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "must be a whole number from {} to {}, found {text}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+/// `true` or `false`, in any letter case (YAML tools differ in how they write them).
+pub fn boolean(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err(format!("`{text}` is not true or false")),
+    }
+}
+
+/// A TCP port, 1 to 65535.
+pub fn port(text: &str) -> Result<u16, String> {
+    match text.parse::<u32>() {
+        Ok(port @ 1..=65535) => Ok(port as u16),
+        Ok(_) => Err("port must be 1-65535".into()),
+        Err(_) => Err(format!("`{text}` is not a port (1-65535)")),
+    }
+}
 
 /// A host entry: `example.com`, `*.example.com` or `*`, case-insensitive.
 pub fn host_pattern(text: &str) -> Result<HostPattern, String> {
@@ -63,14 +117,10 @@ pub enum HostPort {
 }
 
 pub fn host_port(text: &str) -> Result<HostPort, String> {
-    let (host, port) = text
+    let (host, port_text) = text
         .rsplit_once(':')
         .ok_or_else(|| format!("`{text}` has no port (write host:port)"))?;
-    let port = match port.parse::<u32>() {
-        Ok(port @ 1..=65535) => port as u16,
-        Ok(_) => return Err("port must be 1-65535".into()),
-        Err(_) => return Err(format!("`{port}` is not a port (1-65535)")),
-    };
+    let port = port(port_text)?;
     if let Some(inner) = host.strip_prefix('[') {
         let ip = inner
             .strip_suffix(']')
@@ -89,6 +139,28 @@ pub fn host_port(text: &str) -> Result<HostPort, String> {
         host: host.to_ascii_lowercase(),
         port,
     })
+}
+
+/// An upstream written as `host:port` in resolution mode `a`.
+pub fn upstream_target(text: &str) -> Result<UpstreamTarget, String> {
+    Ok(match host_port(text)? {
+        HostPort::Address(address) => UpstreamTarget::Address(address),
+        HostPort::Name { host, port } => UpstreamTarget::Name { host, port },
+    })
+}
+
+/// Whether an upstream is reached over TLS when `tls` is not written: on port 443 only.
+pub fn default_tls(target: &UpstreamTarget) -> bool {
+    match target {
+        UpstreamTarget::Address(address) => address.port() == 443,
+        UpstreamTarget::Name { port, .. } => *port == 443,
+        UpstreamTarget::Srv { .. } => false,
+    }
+}
+
+/// The server name sent over TLS (`sni`), lower-cased.
+pub fn server_name(text: &str) -> Result<String, String> {
+    dns_name(text).map(|()| text.to_ascii_lowercase())
 }
 
 pub fn load_balancing(text: &str) -> Result<LoadBalancing, String> {
@@ -133,6 +205,125 @@ pub fn retry_condition(text: &str) -> Result<RetryCondition, String> {
             "`{text}` is not `connect` or a status from 400 to 599"
         )),
     }
+}
+
+/// `retry` with its defaults filled in: `attempts` 1, `on` connect, 502, 503, 504.
+pub fn retry(attempts: Option<u8>, on: Option<Vec<RetryCondition>>) -> Retry {
+    let attempts = attempts.unwrap_or(DEFAULT_RETRY_ATTEMPTS);
+    let Some(on) = on else {
+        return Retry {
+            attempts,
+            on_connect: true,
+            on_statuses: [502, 503, 504]
+                .map(|code| StatusCode::from_u16(code).expect("valid status"))
+                .to_vec(),
+        };
+    };
+    let mut retry = Retry {
+        attempts,
+        on_connect: false,
+        on_statuses: Vec::new(),
+    };
+    for condition in on {
+        match condition {
+            RetryCondition::Connect => retry.on_connect = true,
+            RetryCondition::Status(status) => retry.on_statuses.push(status),
+        }
+    }
+    retry
+}
+
+/// The two kinds of rewrite, told apart by the keys written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewriteKind {
+    /// `strip_prefix` and/or `add_prefix`.
+    Prefix,
+    /// `match` with `replace`.
+    Regex,
+}
+
+/// Which rewrite the keys present (`strip_prefix`, `add_prefix`, `match`,
+/// `replace`; others are ignored) describe, or why they do not fit together.
+pub fn rewrite_kind<'k>(present: impl IntoIterator<Item = &'k str>) -> Result<RewriteKind, String> {
+    let present: Vec<&str> = present.into_iter().collect();
+    let has = |key: &str| present.contains(&key);
+    let has_prefix_keys = has("strip_prefix") || has("add_prefix");
+    match (has_prefix_keys, has("match"), has("replace")) {
+        (true, false, false) => Ok(RewriteKind::Prefix),
+        (true, _, _) => Err("match/replace can't be combined with strip_prefix/add_prefix".into()),
+        (false, true, true) => Ok(RewriteKind::Regex),
+        (false, false, true) => Err("replace needs a match".into()),
+        (false, true, false) => Err("match needs a replace".into()),
+        (false, false, false) => {
+            Err("a rewrite needs strip_prefix/add_prefix or match/replace".into())
+        }
+    }
+}
+
+/// A `strip_prefix` or `add_prefix` value.
+pub fn rewrite_prefix(text: &str) -> Result<String, String> {
+    if text.starts_with('/') {
+        Ok(text.to_owned())
+    } else {
+        Err("must start with `/`".into())
+    }
+}
+
+/// How an upstream's name is resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResolutionMode {
+    /// A/AAAA lookups of `host:port`.
+    A,
+    /// RFC 2782 lookups of an owner name.
+    Srv,
+}
+
+pub fn resolution_mode(text: &str) -> Result<ResolutionMode, String> {
+    match text {
+        "a" => Ok(ResolutionMode::A),
+        "srv" => Ok(ResolutionMode::Srv),
+        other => Err(format!("`{other}` is not a or srv")),
+    }
+}
+
+/// An SRV owner name such as `_app._tcp.example.internal`.
+pub fn srv_owner(text: &str) -> Result<String, String> {
+    if text.parse::<IpAddr>().is_ok() || host_port(text).is_ok() {
+        return Err(
+            "an SRV upstream is an owner name such as _app._tcp.example.internal, not an address"
+                .into(),
+        );
+    }
+    dns_name(text)?;
+    Ok(text.to_owned())
+}
+
+/// `resolution.resolver`: the `host:port` of a DNS server.
+pub fn resolver(text: &str) -> Result<(String, u16), String> {
+    match host_port(text) {
+        Ok(HostPort::Address(address)) => Ok((address.ip().to_string(), address.port())),
+        Ok(HostPort::Name { host, port }) => Ok((host, port)),
+        Err(reason) => Err(format!("a resolver is host:port: {reason}")),
+    }
+}
+
+/// Rules that span an SRV resolution's keys, each broken one returned with
+/// the key it is reported on. `has_sni`: the upstream sets a fixed `sni`.
+pub fn srv_resolution_problems(
+    resolution: &SrvResolution,
+    has_sni: bool,
+) -> Vec<(&'static str, &'static str)> {
+    let mut problems = Vec::new();
+    if resolution.min_ttl > resolution.max_ttl {
+        problems.push(("min_ttl", "min_ttl is longer than max_ttl"));
+    }
+    if resolution.tls_server_name == TlsServerName::Target && has_sni {
+        problems.push((
+            "tls_server_name",
+            "\"target\" can't be combined with a fixed sni",
+        ));
+    }
+    problems
 }
 
 /// A request header to add: a valid name and value.

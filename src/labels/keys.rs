@@ -1,0 +1,266 @@
+//! The label key grammar. Sorts one container's labels into routes
+//! (`<prefix>.<key>` is the unnamed route, `<prefix>.routes.<name>.<key>` a
+//! named one) and reports keys that are not dockhand's: unknown keys with a
+//! "did you mean", and near misses of the prefix itself (`dockhnad.host`,
+//! `dockhand_host`). Values are read elsewhere (`route`).
+
+use std::collections::BTreeMap;
+
+use crate::config::values::closest;
+
+use super::diagnostic::Findings;
+
+/// Every key a route may carry, besides `headers.add.<Header-Name>`.
+pub const ROUTE_KEYS: &[&str] = &[
+    "host",
+    "path",
+    "port",
+    "network",
+    "upstream",
+    "weight",
+    "load_balancing",
+    "retry.attempts",
+    "retry.on",
+    "rewrite.strip_prefix",
+    "rewrite.add_prefix",
+    "rewrite.match",
+    "rewrite.replace",
+    "health_check.interval_secs",
+    "health_check.enabled",
+    "tls",
+    "sni",
+    "verify",
+    "protocol",
+    "https_redirect",
+    "resolution.mode",
+    "resolution.resolver",
+    "resolution.min_ttl",
+    "resolution.max_ttl",
+    "resolution.negative_ttl",
+    "resolution.tls_server_name",
+];
+
+/// `headers.add.<Header-Name>`: one request header per label.
+pub const HEADER_KEY_START: &str = "headers.add.";
+/// `<prefix>.enable`: the whole container, never one route.
+const ENABLE_KEY: &str = "enable";
+const ROUTES_SEGMENT: &str = "routes";
+
+/// A container's dockhand labels, sorted out.
+#[derive(Debug, Default)]
+pub struct SortedLabels<'a> {
+    /// The value of `<prefix>.enable`, if written.
+    pub enable: Option<&'a str>,
+    /// The unnamed route first (when it has labels), then named routes by name.
+    pub routes: Vec<RouteLabels<'a>>,
+}
+
+/// The labels of one route, keyed without their route's start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteLabels<'a> {
+    /// `None` for the unnamed route.
+    pub name: Option<&'a str>,
+    /// What every label of this route starts with: `dockhand.` or `dockhand.routes.api.`.
+    pub label_start: String,
+    /// Known keys (`host`, `retry.on`, `headers.add.X-Id`...) to their values, trimmed.
+    pub values: BTreeMap<&'a str, &'a str>,
+}
+
+impl RouteLabels<'_> {
+    /// The full label of one of this route's keys, as the user wrote it.
+    pub fn label(&self, key: &str) -> String {
+        format!("{}{key}", self.label_start)
+    }
+}
+
+/// Sorts `labels` under `prefix`, reporting unknown keys and near misses.
+pub fn sort_labels<'a>(
+    labels: &'a BTreeMap<String, String>,
+    prefix: &str,
+    findings: &mut Findings<'_>,
+) -> SortedLabels<'a> {
+    let start = format!("{prefix}.");
+    let mut sorted = SortedLabels::default();
+    let mut routes: BTreeMap<Option<&str>, RouteLabels<'a>> = BTreeMap::new();
+    for (label, value) in labels {
+        let value = value.trim();
+        let Some(key) = label.strip_prefix(&start) else {
+            if let Some(meant) = near_miss(label, prefix) {
+                findings.warning(
+                    label.as_str(),
+                    format!("not read, the label prefix is `{prefix}` (did you mean `{meant}`?)"),
+                );
+            }
+            continue;
+        };
+        if key == ENABLE_KEY {
+            sorted.enable = Some(value);
+            continue;
+        }
+        let (name, route_key) = match split_route(key) {
+            Ok(split) => split,
+            Err(reason) => {
+                findings.warning(label.as_str(), reason.replace("<prefix>", prefix));
+                continue;
+            }
+        };
+        if let Err(suggestion) = check_route_key(route_key, name.is_none()) {
+            let reason = match suggestion {
+                Some(near) => format!("unknown key, ignored (did you mean `{start}{near}`?)"),
+                None => "unknown key, ignored".to_owned(),
+            };
+            findings.warning(label.as_str(), reason);
+            continue;
+        }
+        routes
+            .entry(name)
+            .or_insert_with(|| RouteLabels {
+                name,
+                label_start: match name {
+                    Some(name) => format!("{start}{ROUTES_SEGMENT}.{name}."),
+                    None => start.clone(),
+                },
+                values: BTreeMap::new(),
+            })
+            .values
+            .insert(route_key, value);
+    }
+    // `None` sorts first, so the unnamed route leads.
+    sorted.routes = routes.into_values().collect();
+    sorted
+}
+
+/// Splits a key after the prefix into its route name (if any) and the key within the route.
+fn split_route(key: &str) -> Result<(Option<&str>, &str), &'static str> {
+    let Some(named) = key.strip_prefix(ROUTES_SEGMENT) else {
+        return Ok((None, key));
+    };
+    let Some(named) = named.strip_prefix('.') else {
+        // `routesx.host` and the like: an unknown key of the unnamed route.
+        return Ok((None, key));
+    };
+    match named.split_once('.') {
+        Some((name, route_key)) if !name.is_empty() && !route_key.is_empty() => {
+            Ok((Some(name), route_key))
+        }
+        _ => Err("a named route's labels are written <prefix>.routes.<name>.<key>"),
+    }
+}
+
+/// Whether `key` is a route key; if not, the nearest one as a suggestion
+/// (already joined to the route's start, with `routes.` fixed when misspelt).
+fn check_route_key(key: &str, unnamed: bool) -> Result<(), Option<String>> {
+    if is_route_key(key) || (unnamed && key == ENABLE_KEY) {
+        return Ok(());
+    }
+    if key.starts_with(HEADER_KEY_START) {
+        return Err(None);
+    }
+    if let Some(near) = closest(key, ROUTE_KEYS) {
+        return Err(Some(near.to_owned()));
+    }
+    // `route.api.host`, `rutes.api.host`: a misspelt `routes` segment.
+    let misspelt_routes = key
+        .split_once('.')
+        .filter(|(first, rest)| {
+            unnamed && closest(first, &[ROUTES_SEGMENT]).is_some() && rest.contains('.')
+        })
+        .map(|(_, rest)| format!("{ROUTES_SEGMENT}.{rest}"));
+    Err(misspelt_routes)
+}
+
+fn is_route_key(key: &str) -> bool {
+    ROUTE_KEYS.contains(&key)
+        || key
+            .strip_prefix(HEADER_KEY_START)
+            .is_some_and(|name| !name.is_empty())
+}
+
+/// The label meant by a key that almost starts with the prefix: a misspelt
+/// or differently cased prefix (`dockhnad.host`, `Dockhand.host`) or another
+/// separator (`dockhand_host`), followed by a dockhand key. Requiring a known
+/// key after it keeps other tools' labels, and other dockhand instances'
+/// prefixes such as `dockhand-internal.`, from being flagged.
+fn near_miss(label: &str, prefix: &str) -> Option<String> {
+    let lower = label.to_ascii_lowercase();
+    let prefix_lower = prefix.to_ascii_lowercase();
+    let after_separator = lower
+        .strip_prefix(&prefix_lower)
+        .filter(|rest| rest.starts_with(['_', '-', ':', '/']))
+        .map(|rest| &label[label.len() - rest.len() + 1..]);
+    // The prefix may itself hold dots: compare as many segments as it has.
+    let prefix_segments = prefix.split('.').count();
+    let misspelt = label
+        .match_indices('.')
+        .nth(prefix_segments - 1)
+        .and_then(|(dot, _)| {
+            let written = &label[..dot];
+            let near = written != prefix
+                && (written.eq_ignore_ascii_case(prefix)
+                    || closest(&written.to_ascii_lowercase(), &[prefix_lower.as_str()]).is_some());
+            near.then(|| &label[dot + 1..])
+        });
+    let rest = misspelt.or(after_separator)?;
+    let is_dockhand_key = rest == ENABLE_KEY
+        || is_route_key(rest)
+        || matches!(split_route(rest), Ok((Some(_), key)) if is_route_key(key));
+    is_dockhand_key.then(|| format!("{prefix}.{rest}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn near_misses_need_a_dockhand_key_after_them() {
+        let near = |label| near_miss(label, "dockhand");
+        assert_eq!(near("dockhnad.host").as_deref(), Some("dockhand.host"));
+        assert_eq!(near("Dockhand.port").as_deref(), Some("dockhand.port"));
+        assert_eq!(near("dockhand_host").as_deref(), Some("dockhand.host"));
+        assert_eq!(
+            near("dokhand.routes.api.host").as_deref(),
+            Some("dockhand.routes.api.host")
+        );
+        assert_eq!(near("dockhand-internal.host"), None);
+        assert_eq!(near("com.docker.compose.project"), None);
+        assert_eq!(near("traefik.enable"), None);
+        assert_eq!(near("dockhnad.banana"), None);
+    }
+
+    #[test]
+    fn near_misses_of_a_dotted_prefix() {
+        assert_eq!(
+            near_miss("com.exmaple.proxy.host", "com.example.proxy").as_deref(),
+            Some("com.example.proxy.host")
+        );
+        assert_eq!(near_miss("com.host", "com.example.proxy"), None);
+    }
+
+    #[test]
+    fn route_names_and_keys() {
+        assert_eq!(split_route("host"), Ok((None, "host")));
+        assert_eq!(
+            split_route("routes.api.retry.on"),
+            Ok((Some("api"), "retry.on"))
+        );
+        assert!(split_route("routes.api").is_err());
+        assert!(split_route("routes..host").is_err());
+        assert_eq!(split_route("routesx.host"), Ok((None, "routesx.host")));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(check_route_key("hots", true), Err(Some("host".into())));
+        assert_eq!(
+            check_route_key("retry.atempts", false),
+            Err(Some("retry.attempts".into()))
+        );
+        assert_eq!(
+            check_route_key("route.api.host", true),
+            Err(Some("routes.api.host".into()))
+        );
+        assert_eq!(check_route_key("enable", false), Err(None));
+        assert_eq!(check_route_key("headers.add.", true), Err(None));
+        assert_eq!(check_route_key("headers.add.X-Id", false), Ok(()));
+    }
+}

@@ -1,0 +1,203 @@
+//! Routes into hosts and locations. Containers whose routes name the same host
+//! and path are replicas of one location, each adding its upstreams; the
+//! oldest one's location settings are used, and a newer one that disagrees
+//! gets a warning. Hosts and locations come out sorted, so the same
+//! containers always give the same hosts.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::config::{
+    DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing, LocationConfig, Retry,
+    Rewrite, UpstreamConfig,
+};
+
+use super::diagnostic::Findings;
+use super::route::{LocationSettings, Route};
+
+/// The locations built so far, by host then path.
+#[derive(Default)]
+pub struct Locations {
+    hosts: BTreeMap<String, HostEntry>,
+}
+
+struct HostEntry {
+    pattern: HostPattern,
+    locations: BTreeMap<String, LocationEntry>,
+}
+
+struct LocationEntry {
+    config: LocationConfig,
+    /// The container whose settings the location has.
+    oldest: String,
+    /// Each container route already in it, as (container, label start).
+    routed_by: Vec<(String, String)>,
+}
+
+impl Locations {
+    /// Adds one route of `container`, with the upstreams it brings (possibly
+    /// none: the location still exists and answers 503). Call oldest container first.
+    pub fn add(
+        &mut self,
+        container: &str,
+        route: &Route,
+        upstreams: &[UpstreamConfig],
+        findings: &mut Findings<'_>,
+    ) {
+        for pattern in &route.hosts {
+            let host = self
+                .hosts
+                .entry(pattern.to_string())
+                .or_insert_with(|| HostEntry {
+                    pattern: pattern.clone(),
+                    locations: BTreeMap::new(),
+                });
+            let location =
+                host.locations
+                    .entry(route.path.clone())
+                    .or_insert_with(|| LocationEntry {
+                        config: new_location(&route.path, &route.location),
+                        oldest: container.to_owned(),
+                        routed_by: Vec::new(),
+                    });
+            let place = format!("{pattern}{}", route.path);
+            if let Some((_, other)) = location.routed_by.iter().find(|(c, _)| c == container) {
+                findings.error(
+                    route.label("host"),
+                    format!("{place} is already routed by this container's {other}host labels; this route adds nothing to it"),
+                );
+                continue;
+            }
+            for (key, theirs, mine) in differences(&location.config, &route.location) {
+                findings.warning(
+                    route.label(key),
+                    format!(
+                        "{place}: `{mine}` here, `{theirs}` on \"{}\", the oldest replica, whose setting is used",
+                        location.oldest
+                    ),
+                );
+            }
+            location
+                .routed_by
+                .push((container.to_owned(), route.label_start.clone()));
+            location.config.upstreams.extend_from_slice(upstreams);
+        }
+    }
+
+    pub fn into_desired_hosts(self) -> DesiredHosts {
+        let hosts = self
+            .hosts
+            .into_values()
+            .map(|host| HostConfig {
+                pattern: host.pattern,
+                health_check: HealthCheck::default(),
+                locations: host
+                    .locations
+                    .into_values()
+                    .map(|location| location.config)
+                    .collect(),
+            })
+            .collect();
+        DesiredHosts { hosts }
+    }
+}
+
+fn new_location(path: &str, settings: &LocationSettings) -> LocationConfig {
+    LocationConfig {
+        prefix: path.to_owned(),
+        load_balancing: settings.load_balancing,
+        retry: settings.retry.clone(),
+        rewrite: settings.rewrite.clone(),
+        health_check: settings.health_check,
+        upstreams: Vec::new(),
+    }
+}
+
+/// The settings where `settings` disagrees with the location, as (key, the
+/// location's, these), each described as a user would write it.
+fn differences(
+    location: &LocationConfig,
+    settings: &LocationSettings,
+) -> Vec<(&'static str, String, String)> {
+    let pairs = [
+        (
+            "load_balancing",
+            describe_load_balancing(location.load_balancing),
+            describe_load_balancing(settings.load_balancing),
+        ),
+        (
+            "retry",
+            describe_retry(location.retry.as_ref()),
+            describe_retry(settings.retry.as_ref()),
+        ),
+        (
+            "rewrite",
+            describe_rewrite(location.rewrite.as_ref()),
+            describe_rewrite(settings.rewrite.as_ref()),
+        ),
+        (
+            "health_check",
+            describe_health_check(location.health_check),
+            describe_health_check(settings.health_check),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(_, theirs, mine)| theirs != mine)
+        .collect()
+}
+
+fn describe_load_balancing(load_balancing: LoadBalancing) -> String {
+    match load_balancing {
+        LoadBalancing::RoundRobin => "round_robin",
+        LoadBalancing::LeastConnections => "least_connections",
+    }
+    .to_owned()
+}
+
+fn describe_retry(retry: Option<&Retry>) -> String {
+    let Some(retry) = retry else {
+        return "no retry".to_owned();
+    };
+    let on: Vec<String> = retry
+        .on_connect
+        .then(|| "connect".to_owned())
+        .into_iter()
+        .chain(
+            retry
+                .on_statuses
+                .iter()
+                .map(|status| status.as_str().to_owned()),
+        )
+        .collect();
+    format!("attempts={}, on={}", retry.attempts, on.join(","))
+}
+
+fn describe_rewrite(rewrite: Option<&Rewrite>) -> String {
+    match rewrite {
+        None => "no rewrite".to_owned(),
+        Some(Rewrite::Prefix { strip, add }) => {
+            let parts: Vec<String> = [("strip_prefix", strip), ("add_prefix", add)]
+                .into_iter()
+                .filter_map(|(key, value)| Some(format!("{key}={}", value.as_deref()?)))
+                .collect();
+            parts.join(", ")
+        }
+        Some(Rewrite::Regex { pattern, replace }) => {
+            format!("match={}, replace={replace}", pattern.as_str())
+        }
+    }
+}
+
+fn describe_health_check(check: HealthCheck) -> String {
+    let interval = check
+        .interval
+        .map(|interval: Duration| format!("interval_secs={}", interval.as_secs()));
+    let enabled = check.enabled.map(|enabled| format!("enabled={enabled}"));
+    let parts: Vec<String> = interval.into_iter().chain(enabled).collect();
+    if parts.is_empty() {
+        "default".to_owned()
+    } else {
+        parts.join(", ")
+    }
+}

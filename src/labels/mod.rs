@@ -1,0 +1,131 @@
+//! Docker labels into desired hosts: a pure function from the facts the
+//! Docker provider gathered (containers, their labels, networks, ports and
+//! health, and dockhand's own networks) to hosts and diagnostics. It does no
+//! I/O and keeps no state; the provider calls it on every change and diffs
+//! the result. Grace periods for recreated containers are the provider's.
+//!
+//! - `facts`: the inputs.
+//! - `keys`: the label key grammar, unknown keys and near-miss prefixes.
+//! - `route`: one route's values, validated with `config::values`.
+//! - `network`, `port`: the address and port a container is reached at.
+//! - `merge`: replicas into locations, conflicts between them.
+//! - `diagnostic`: what is reported, and how it reads.
+
+mod diagnostic;
+mod facts;
+mod keys;
+mod merge;
+mod network;
+mod port;
+mod route;
+
+pub use diagnostic::{Diagnostic, Severity};
+pub use facts::{BuildContext, ContainerFacts, Health};
+
+use std::net::SocketAddr;
+
+use crate::config::{values, DesiredHosts, UpstreamConfig, UpstreamTarget};
+
+use diagnostic::Findings;
+use merge::Locations;
+use route::Route;
+
+/// Builds the hosts the containers' labels describe, with every label problem
+/// found. Only containers that take requests (running, and healthy when they
+/// have a health check) contribute; a host none of them serves is absent.
+/// Diagnostics come grouped by container name.
+pub fn build_hosts(
+    containers: &[ContainerFacts],
+    context: &BuildContext,
+) -> (DesiredHosts, Vec<Diagnostic>) {
+    let mut oldest_first: Vec<&ContainerFacts> = containers.iter().collect();
+    oldest_first.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+    let mut diagnostics = Vec::new();
+    let mut locations = Locations::default();
+    for container in oldest_first {
+        let mut findings = Findings::new(&container.name, &mut diagnostics);
+        let routes = read_routes(container, &context.label_prefix, &mut findings);
+        if !container.takes_requests() {
+            continue;
+        }
+        for route in &routes {
+            let upstreams = upstreams_of(container, route, context, &mut findings);
+            locations.add(&container.name, route, &upstreams, &mut findings);
+        }
+    }
+    diagnostics.sort_by(|a, b| a.container.cmp(&b.container));
+    (locations.into_desired_hosts(), diagnostics)
+}
+
+/// The valid routes of one container; none when it is turned off.
+fn read_routes(
+    container: &ContainerFacts,
+    prefix: &str,
+    findings: &mut Findings<'_>,
+) -> Vec<Route> {
+    let enable_label = format!("{prefix}.enable");
+    // Read before anything else: a container turned off gets no diagnostics.
+    if let Some(enable) = container.labels.get(&enable_label) {
+        match values::boolean(enable) {
+            Ok(true) => {}
+            Ok(false) => return Vec::new(),
+            Err(reason) => {
+                // Whether it was meant to be on is unknown: leave it out.
+                findings.error(
+                    enable_label,
+                    format!("{reason}; the container is not routed"),
+                );
+                return Vec::new();
+            }
+        }
+    }
+    keys::sort_labels(&container.labels, prefix, findings)
+        .routes
+        .iter()
+        .filter_map(|labels| route::read_route(labels, findings))
+        .collect()
+}
+
+/// What one route of a container sends to: its `upstream` targets, or the
+/// container's own address on the chosen network and port. Empty (with an
+/// error) when the container can't be reached.
+fn upstreams_of(
+    container: &ContainerFacts,
+    route: &Route,
+    context: &BuildContext,
+    findings: &mut Findings<'_>,
+) -> Vec<UpstreamConfig> {
+    let network_label = route.label("network");
+    let port_label = route.label("port");
+    if let Some(targets) = &route.upstream_override {
+        let unused = [
+            (route.port.is_some(), port_label),
+            (route.network.is_some(), network_label),
+        ];
+        for (_, label) in unused.into_iter().filter(|(set, _)| *set) {
+            findings.warning(
+                label,
+                format!(
+                    "not used: {} replaces the container's own address",
+                    route.label("upstream")
+                ),
+            );
+        }
+        return targets
+            .iter()
+            .map(|target| route.upstream.upstream(target.clone()))
+            .collect();
+    }
+    let reach = network::reach(container, route.network.as_deref(), context, &network_label)
+        .map_err(|reason| findings.error(network_label.as_str(), reason));
+    let port = port::choose(route.port, &container.exposed_ports, &port_label)
+        .map_err(|reason| findings.error(port_label.as_str(), reason));
+    let (Ok(reach), Ok(port)) = (reach, port) else {
+        return Vec::new();
+    };
+    if let Some(warning) = reach.warning {
+        findings.warning(network_label, warning);
+    }
+    let target = UpstreamTarget::Address(SocketAddr::new(reach.address, port));
+    vec![route.upstream.upstream(target)]
+}
