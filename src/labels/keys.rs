@@ -104,11 +104,11 @@ pub fn sort_labels<'a>(
                 continue;
             }
         };
-        if let Err(suggestion) = check_route_key(route_key, name.is_none()) {
-            let reason = match suggestion {
-                Some(near) => format!("unknown key, ignored (did you mean `{start}{near}`?)"),
-                None => "unknown key, ignored".to_owned(),
-            };
+        let route_start = match name {
+            Some(name) => format!("{start}{ROUTES_SEGMENT}.{name}."),
+            None => start.clone(),
+        };
+        if let Some(reason) = route_key_problem(route_key, &start, &route_start) {
             findings.warning(label.as_str(), reason);
             continue;
         }
@@ -116,10 +116,7 @@ pub fn sort_labels<'a>(
             .entry(name)
             .or_insert_with(|| RouteLabels {
                 name,
-                label_start: match name {
-                    Some(name) => format!("{start}{ROUTES_SEGMENT}.{name}."),
-                    None => start.clone(),
-                },
+                label_start: route_start,
                 values: BTreeMap::new(),
             })
             .values
@@ -147,26 +144,36 @@ fn split_route(key: &str) -> Result<(Option<&str>, &str), &'static str> {
     }
 }
 
-/// Whether `key` is a route key; if not, the nearest one as a suggestion
-/// (already joined to the route's start, with `routes.` fixed when misspelt).
-fn check_route_key(key: &str, unnamed: bool) -> Result<(), Option<String>> {
-    if is_route_key(key) || (unnamed && key == ENABLE_KEY) {
-        return Ok(());
+/// Why `key` is not a key of the route whose labels start with `route_start`
+/// (`start` is the prefix's: `dockhand.`), with the nearest key as a suggestion.
+fn route_key_problem(key: &str, start: &str, route_start: &str) -> Option<String> {
+    let unnamed = start == route_start;
+    if is_route_key(key) {
+        return None;
+    }
+    if key == ENABLE_KEY {
+        return Some(format!(
+            "unknown key, ignored (enable applies to the whole container: {start}{ENABLE_KEY})"
+        ));
     }
     if key.starts_with(HEADER_KEY_START) {
-        return Err(None);
-    }
-    if let Some(near) = closest(key, ROUTE_KEYS) {
-        return Err(Some(near.to_owned()));
+        return Some(format!(
+            "names no header, ignored (write {route_start}{HEADER_KEY_START}<Header-Name>)"
+        ));
     }
     // `route.api.host`, `rutes.api.host`: a misspelt `routes` segment.
-    let misspelt_routes = key
-        .split_once('.')
-        .filter(|(first, rest)| {
-            unnamed && closest(first, &[ROUTES_SEGMENT]).is_some() && rest.contains('.')
-        })
-        .map(|(_, rest)| format!("{ROUTES_SEGMENT}.{rest}"));
-    Err(misspelt_routes)
+    let misspelt_routes = || {
+        let (first, rest) = key.split_once('.')?;
+        let misspelt = unnamed && closest(first, &[ROUTES_SEGMENT]).is_some() && rest.contains('.');
+        misspelt.then(|| format!("{ROUTES_SEGMENT}.{rest}"))
+    };
+    let suggestion = closest(key, ROUTE_KEYS)
+        .map(str::to_owned)
+        .or_else(misspelt_routes);
+    Some(match suggestion {
+        Some(near) => format!("unknown key, ignored (did you mean `{route_start}{near}`?)"),
+        None => "unknown key, ignored".to_owned(),
+    })
 }
 
 fn is_route_key(key: &str) -> bool {
@@ -249,18 +256,18 @@ mod tests {
     }
 
     #[test]
-    fn suggestions() {
-        assert_eq!(check_route_key("hots", true), Err(Some("host".into())));
-        assert_eq!(
-            check_route_key("retry.atempts", false),
-            Err(Some("retry.attempts".into()))
-        );
-        assert_eq!(
-            check_route_key("route.api.host", true),
-            Err(Some("routes.api.host".into()))
-        );
-        assert_eq!(check_route_key("enable", false), Err(None));
-        assert_eq!(check_route_key("headers.add.", true), Err(None));
-        assert_eq!(check_route_key("headers.add.X-Id", false), Ok(()));
+    fn suggestions_name_the_whole_label() {
+        let unnamed = |key| route_key_problem(key, "dockhand.", "dockhand.");
+        let named = |key| route_key_problem(key, "dockhand.", "dockhand.routes.api.");
+        let suggests = |reason: Option<String>, label: &str| {
+            let reason = reason.expect("a problem");
+            assert!(reason.contains(&format!("`{label}`")), "{reason}");
+        };
+        suggests(unnamed("hots"), "dockhand.host");
+        suggests(named("retry.atempts"), "dockhand.routes.api.retry.attempts");
+        suggests(unnamed("route.api.host"), "dockhand.routes.api.host");
+        assert_eq!(named("headers.add.X-Id"), None);
+        assert!(named("enable").unwrap().contains("dockhand.enable"));
+        assert!(unnamed("headers.add.").unwrap().contains("names no header"));
     }
 }

@@ -64,7 +64,7 @@ impl Locations {
             if let Some((_, other)) = location.routed_by.iter().find(|(c, _)| c == container) {
                 findings.error(
                     route.label("host"),
-                    format!("{place} is already routed by this container's {other}host labels; this route adds nothing to it"),
+                    format!("{place} is already routed by this container's {other}host; this route adds nothing to it"),
                 );
                 continue;
             }

@@ -33,7 +33,7 @@ use route::Route;
 /// Builds the hosts the containers' labels describe, with every label problem
 /// found. Only containers that take requests (running, and healthy when they
 /// have a health check) contribute; a host none of them serves is absent.
-/// Diagnostics come grouped by container name.
+/// Diagnostics come sorted by container name, then label.
 pub fn build_hosts(
     containers: &[ContainerFacts],
     context: &BuildContext,
@@ -53,7 +53,8 @@ pub fn build_hosts(
             locations.add(&container.name, route, &upstreams, &mut findings);
         }
     }
-    diagnostics.sort_by(|a, b| a.container.cmp(&b.container));
+    // Stable, so problems of one label keep the order they were found in.
+    diagnostics.sort_by(|a, b| (&a.container, &a.label).cmp(&(&b.container, &b.label)));
     (locations.into_desired_hosts(), diagnostics)
 }
 
@@ -79,10 +80,12 @@ fn read_routes(
             }
         }
     }
-    keys::sort_labels(&container.labels, prefix, findings)
+    let sorted = keys::sort_labels(&container.labels, prefix, findings);
+    let has_named_routes = sorted.routes.iter().any(|route| route.name.is_some());
+    sorted
         .routes
         .iter()
-        .filter_map(|labels| route::read_route(labels, findings))
+        .filter_map(|labels| route::read_route(labels, has_named_routes, findings))
         .collect()
 }
 

@@ -79,29 +79,33 @@ fn through_shared(
     context: &BuildContext,
     network_label: &str,
 ) -> Result<Reach, String> {
-    let address_on = |network: &str| container.networks.get(network).copied().flatten();
-    let candidates: Vec<(&str, IpAddr)> = if context.proxy_networks.is_empty() {
-        container
-            .networks
-            .iter()
-            .filter_map(|(network, address)| Some((network.as_str(), (*address)?)))
-            .collect()
+    let shared: Vec<&str> = if context.proxy_networks.is_empty() {
+        container.networks.keys().map(String::as_str).collect()
     } else {
         context
             .proxy_networks
             .iter()
-            .filter_map(|network| Some((network.as_str(), address_on(network)?)))
+            .map(String::as_str)
+            .filter(|network| container.networks.contains_key(*network))
             .collect()
     };
+    let candidates: Vec<(&str, IpAddr)> = shared
+        .iter()
+        .filter_map(|network| Some((*network, container.networks.get(*network).copied()??)))
+        .collect();
     let Some(&(chosen, address)) = candidates.first() else {
-        return Err(if context.proxy_networks.is_empty() {
-            "the container has no address on any network".to_owned()
-        } else {
-            format!(
+        return Err(match shared.as_slice() {
+            [] if context.proxy_networks.is_empty() => "the container is on no network".to_owned(),
+            [] => format!(
                 "the container shares no network with dockhand (container: {}; dockhand: {})",
                 names_or_none(container.networks.keys()),
                 names_or_none(context.proxy_networks.iter())
-            )
+            ),
+            [only] => format!("the container has no address on network `{only}`"),
+            several => format!(
+                "the container has no address on networks {}",
+                several.join(", ")
+            ),
         });
     };
     let warning = (candidates.len() > 1).then(|| {

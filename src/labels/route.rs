@@ -76,9 +76,14 @@ impl UpstreamSettings {
 const DEFAULT_PATH: &str = "/";
 
 /// Reads one route; `None` when it has no host or a bad value (reported).
-pub fn read_route(labels: &RouteLabels<'_>, findings: &mut Findings<'_>) -> Option<Route> {
+/// `has_named_routes`: the container also has `routes.<name>` labels.
+pub fn read_route(
+    labels: &RouteLabels<'_>,
+    has_named_routes: bool,
+    findings: &mut Findings<'_>,
+) -> Option<Route> {
     if !labels.values.contains_key("host") {
-        report_missing_host(labels, findings);
+        report_missing_host(labels, has_named_routes, findings);
         return None;
     }
     let mut reader = Reader {
@@ -144,20 +149,32 @@ pub fn read_route(labels: &RouteLabels<'_>, findings: &mut Findings<'_>) -> Opti
     })
 }
 
-fn report_missing_host(labels: &RouteLabels<'_>, findings: &mut Findings<'_>) {
+fn report_missing_host(
+    labels: &RouteLabels<'_>,
+    has_named_routes: bool,
+    findings: &mut Findings<'_>,
+) {
     let written: Vec<String> = labels.values.keys().map(|key| labels.label(key)).collect();
     match labels.name {
         Some(name) => findings.error(
             labels.label("host"),
             format!("route `{name}` has no host, so its labels route nothing"),
         ),
-        None => findings.warning(
-            labels.label("host"),
-            format!(
-                "not set, so these labels route nothing: {} (named routes do not inherit them)",
-                written.join(", ")
-            ),
-        ),
+        None => {
+            // Unnamed labels beside named routes look like defaults for them; they are not.
+            let hint = if has_named_routes {
+                " (routes.<name> labels do not inherit them)"
+            } else {
+                ""
+            };
+            findings.warning(
+                labels.label("host"),
+                format!(
+                    "not set, so these labels route nothing: {}{hint}",
+                    written.join(", ")
+                ),
+            );
+        }
     }
 }
 
