@@ -1,0 +1,53 @@
+# dockhand from source: one static binary in an image that holds nothing else
+# but the CA certificates (for TLS upstreams and ACME).
+#
+#   docker build -t dockhand .
+#   docker run -d --name dockhand -p 80:80 -p 443:443 \
+#     -v /var/run/docker.sock:/var/run/docker.sock:ro \
+#     --group-add "$(stat -c %g /var/run/docker.sock)" \
+#     dockhand
+#
+# It runs as user 65534 (nobody). The Docker socket usually belongs to root and
+# the `docker` group with mode 0660, so the container needs that group id added
+# to read it: `--group-add <gid>` as above, or in compose
+#
+#   services:
+#     dockhand:
+#       image: dockhand
+#       group_add: ["${DOCKER_GID:-999}"]   # stat -c %g /var/run/docker.sock
+#       volumes: ["/var/run/docker.sock:/var/run/docker.sock:ro"]
+#
+# dockhand only reads the Docker API (GET calls), so the read-only mount is all
+# it needs. Binding ports 80 and 443 as a non-root user works on Docker 20.10
+# and later, which let containers bind any port (ip_unprivileged_port_start=0);
+# with `network_mode: host` give it `cap_add: [NET_BIND_SERVICE]` or listen on
+# ports above 1023.
+
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY . .
+# A static glibc binary (crt-static). The explicit --target keeps the flag away
+# from build scripts and proc-macros, which must stay dynamic.
+RUN target="$(rustc -vV | sed -n 's/^host: //p')" \
+ && RUSTFLAGS='-C target-feature=+crt-static' \
+    cargo build --locked --release --target "$target" -p dockhand \
+ && install -D -m 0755 "target/$target/release/dockhand" /out/dockhand \
+ && mkdir -p /out/var/lib/dockhand
+
+FROM scratch
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
+COPY --from=build /out/dockhand /dockhand
+# The default ACME storage (--acme-storage), writable by the user below; mount
+# a volume there to keep certificates across container recreation.
+COPY --from=build --chown=65534:65534 /out/var/lib/dockhand /var/lib/dockhand
+
+# Where the source came from: `docker build --build-arg SOURCE=<repository URL> .`
+ARG SOURCE=""
+LABEL org.opencontainers.image.title="dockhand" \
+      org.opencontainers.image.description="A Docker-label-driven edge reverse proxy" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
+USER 65534:65534
+EXPOSE 80 443
+ENTRYPOINT ["/dockhand"]

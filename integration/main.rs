@@ -1,0 +1,13 @@
+//! The integration suite: dockhand and its test backend against a real Docker
+//! engine, with images built locally (never pulled). Run it with
+//! `integration/run.sh` (or `./test`), which finds or starts an engine, builds
+//! `dockhand:test` and `dockhand-testbackend:test`, then runs this target.
+//!
+//! `support` is the harness (containers, networks, waiting, HTTP clients,
+//! dockhand on the host and in a container); each other module is a group of
+//! scenarios, each one an assertion.
+
+mod support;
+
+mod backend;
+mod routes_file;

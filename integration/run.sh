@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The Docker integration suite, start to finish:
+#   1. an engine: the one at DOCKER_HOST or the default socket, else a throwaway
+#      dockerd (root, dockerd installed) that is stopped again on exit;
+#   2. the images dockhand:test and dockhand-testbackend:test, built locally;
+#   3. `cargo test --test integration`; its exit code is this script's.
+# Arguments go to the test binary: `integration/run.sh websocket` runs the
+# tests whose name contains "websocket".
+#
+# Without an engine the suite fails; DOCKHAND_SKIP_DOCKER=1 makes that a skip on
+# a developer's machine, never under CI=true.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { echo "integration: $*" >&2; }
+
+if ! engine=$(integration/engine.sh start); then
+    if [ "${CI:-}" = true ]; then
+        say "no Docker engine, and under CI the Docker suite is never skipped"
+        exit 1
+    fi
+    if [ "${DOCKHAND_SKIP_DOCKER:-}" = 1 ]; then
+        say "no Docker engine: SKIPPED the Docker suite (DOCKHAND_SKIP_DOCKER=1)"
+        exit 0
+    fi
+    say "no Docker engine: the Docker suite cannot run."
+    say "Start Docker (or run as root with dockerd installed), or set DOCKHAND_SKIP_DOCKER=1 to skip it."
+    exit 1
+fi
+eval "$engine"
+trap 'integration/engine.sh stop' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+started=$(date +%s)
+integration/images.sh
+say "images ready in $(($(date +%s) - started)) s"
+
+started=$(date +%s)
+status=0
+cargo test --locked --test integration -- --test-threads="${DOCKHAND_TEST_THREADS:-2}" "$@" || status=$?
+say "tests finished in $(($(date +%s) - started)) s (exit $status)"
+exit "$status"
