@@ -1,10 +1,12 @@
-//! dockhand: an edge reverse proxy whose routes come from a routes file (and,
-//! as it grows, from Docker labels), swapped live without dropping traffic.
+//! dockhand: an edge reverse proxy whose routes come from Docker labels and a
+//! routes file, swapped live without dropping traffic.
 //!
 //! Layout, in the order a request meets it:
 //!
 //! - `config`: the model (hosts, locations, upstreams), the routes-file parser
 //!   with path-precise errors, and process settings from flags.
+//! - `docker`: the Docker provider: follows containers through events and
+//!   inspect, and publishes the hosts their labels describe.
 //! - `labels`: Docker labels, networks and ports into desired hosts and
 //!   diagnostics, as a pure function (the Docker provider feeds it).
 //! - `file_provider`: loads the routes file, reloads it on change or SIGHUP,
@@ -16,6 +18,7 @@
 //!   pooled upstream client, header rules, statuses and the access log.
 
 pub mod config;
+pub mod docker;
 pub mod file_provider;
 pub mod labels;
 pub mod proxy;
@@ -52,6 +55,10 @@ pub async fn run(
         }
         None => None,
     };
+    let docker = settings
+        .docker
+        .clone()
+        .map(|docker| tokio::spawn(docker::run_provider(docker, router.clone())));
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout),
@@ -67,8 +74,8 @@ pub async fn run(
     if !drained {
         tracing::warn!(timeout = ?settings.shutdown_timeout, "shutdown timeout reached with requests still in flight");
     }
-    if let Some(watcher) = watcher {
-        watcher.abort();
+    for task in [watcher, docker].into_iter().flatten() {
+        task.abort();
     }
     Ok(())
 }

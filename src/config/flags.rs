@@ -9,6 +9,7 @@ use ipnet::IpNet;
 
 use super::durations::parse_duration;
 use super::Settings;
+use crate::docker::DockerSettings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -35,6 +36,24 @@ pub struct Flags {
     /// Serve only the routes file, without Docker.
     #[arg(long, env = "DOCKHAND_NO_DOCKER")]
     pub no_docker: bool,
+
+    /// Docker engine to follow (default: DOCKER_HOST, else unix:///var/run/docker.sock).
+    #[arg(long, env = "DOCKHAND_DOCKER_HOST", value_name = "URL")]
+    pub docker_host: Option<String>,
+
+    /// Network to reach containers through, in preference order (repeatable;
+    /// default: the networks of dockhand's own container).
+    #[arg(
+        long = "network",
+        env = "DOCKHAND_NETWORK",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub networks: Vec<String>,
+
+    /// Prefix of the container labels dockhand reads.
+    #[arg(long, env = "DOCKHAND_LABEL_PREFIX", default_value = "dockhand")]
+    pub label_prefix: String,
 
     /// How long a request that finds no upstream waits for one to appear before 503.
     #[arg(long, env = "DOCKHAND_UPSTREAM_WAIT", default_value = "5s", value_parser = parse_duration)]
@@ -69,9 +88,31 @@ pub struct Flags {
     pub log_level: String,
 }
 
+/// Where Docker listens when neither the flag nor `DOCKER_HOST` says.
+const DEFAULT_DOCKER_HOST: &str = "unix:///var/run/docker.sock";
+
+/// How often the Docker provider lists every container, besides events.
+const DOCKER_RELIST_INTERVAL: Duration = Duration::from_secs(60);
+
 impl Flags {
     pub fn settings(&self) -> Settings {
+        let docker = (!self.no_docker).then(|| DockerSettings {
+            host: self
+                .docker_host
+                .clone()
+                .or_else(|| {
+                    std::env::var("DOCKER_HOST")
+                        .ok()
+                        .filter(|host| !host.is_empty())
+                })
+                .unwrap_or_else(|| DEFAULT_DOCKER_HOST.to_owned()),
+            networks: self.networks.clone(),
+            label_prefix: self.label_prefix.clone(),
+            upstream_wait: self.upstream_wait,
+            relist_interval: DOCKER_RELIST_INTERVAL,
+        });
         Settings {
+            docker,
             routes_file: self.routes.clone(),
             routes_poll_interval: self.routes_poll_interval.max(Duration::from_millis(10)),
             upstream_wait: self.upstream_wait,

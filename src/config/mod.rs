@@ -38,6 +38,8 @@ pub struct Settings {
     pub header_read_timeout: Duration,
     /// Peers whose `X-Forwarded-*` headers are trusted and extended.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The Docker provider's settings; `None` serves without Docker.
+    pub docker: Option<crate::docker::DockerSettings>,
 }
 
 impl Default for Settings {
@@ -51,6 +53,7 @@ impl Default for Settings {
             shutdown_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(10),
             trusted_proxies: Vec::new(),
+            docker: None,
         }
     }
 }

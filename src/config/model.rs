@@ -23,7 +23,7 @@ pub struct HostConfig {
 }
 
 /// What a host entry matches, already lower-cased.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HostPattern {
     /// `example.com`
     Exact(String),

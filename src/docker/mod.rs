@@ -1,0 +1,240 @@
+//! The Docker provider: follows the engine's containers and publishes the
+//! hosts their labels describe. Events are hints (each re-inspects the one
+//! container it names); inspect is the truth; a full re-list runs at start,
+//! after every reconnect and every minute. When Docker is unreachable or
+//! restarts, the last routes keep serving while it reconnects with backoff.
+
+mod api;
+mod facts;
+mod grace;
+mod self_container;
+
+pub use api::{BollardApi, DockerApi, DockerError, DockerEvent, EventAction};
+pub use grace::Grace;
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::time::Instant;
+
+use crate::labels::{build_hosts, BuildContext, ContainerFacts, Severity};
+use crate::routes::{Router, Source};
+
+/// What the provider needs from the command line.
+#[derive(Debug, Clone)]
+pub struct DockerSettings {
+    /// `unix:///var/run/docker.sock` or `tcp://host:port`.
+    pub host: String,
+    /// `--network`: the networks to reach containers through, in preference order.
+    pub networks: Vec<String>,
+    pub label_prefix: String,
+    /// How long a location whose containers all went away is kept.
+    pub upstream_wait: Duration,
+    pub relist_interval: Duration,
+}
+
+/// The longest wait between two attempts to reach Docker.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Runs until the process ends: connect, follow, and on any loss reconnect.
+pub async fn run_provider(settings: DockerSettings, router: Arc<Router>) {
+    let mut state = ProviderState::new(&settings);
+    let mut backoff = Duration::from_millis(250);
+    loop {
+        match BollardApi::connect(&settings.host).await {
+            Ok(api) => {
+                tracing::info!(host = %settings.host, "connected to Docker");
+                backoff = Duration::from_millis(250);
+                let error = follow(&api, &settings, &mut state, &router).await;
+                tracing::warn!(%error, "lost Docker; serving the last routes while reconnecting");
+            }
+            Err(error) => {
+                tracing::warn!(%error, retry_in = ?backoff, "Docker unreachable; serving other sources meanwhile");
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// What the provider knows between events, kept across reconnects.
+pub struct ProviderState {
+    containers: Vec<ContainerFacts>,
+    /// Containers told to stop: out of rotation until Docker says otherwise.
+    stopping: HashSet<String>,
+    context: BuildContext,
+    own_id: Option<String>,
+    grace: Grace,
+    /// Diagnostics already logged, so each is logged once while it lasts.
+    logged: BTreeSet<String>,
+}
+
+impl ProviderState {
+    pub fn new(settings: &DockerSettings) -> ProviderState {
+        ProviderState {
+            containers: Vec::new(),
+            stopping: HashSet::new(),
+            context: BuildContext {
+                label_prefix: settings.label_prefix.clone(),
+                proxy_networks: settings.networks.clone(),
+                // Until its own container is found, dockhand is taken to run on the host.
+                proxy_on_host_network: true,
+            },
+            own_id: None,
+            grace: Grace::new(settings.upstream_wait),
+            logged: BTreeSet::new(),
+        }
+    }
+}
+
+/// Follows Docker until the connection fails; returns why.
+pub async fn follow<A: DockerApi>(
+    api: &A,
+    settings: &DockerSettings,
+    state: &mut ProviderState,
+    router: &Router,
+) -> DockerError {
+    // Subscribe before listing, so nothing between the two is missed.
+    let mut events = api.events();
+    if let Err(error) = learn_own_networks(api, settings, state).await {
+        return error;
+    }
+    if let Err(error) = relist(api, state).await {
+        return error;
+    }
+    publish(state, router);
+    let mut relist_timer = tokio::time::interval_at(
+        Instant::now() + settings.relist_interval,
+        settings.relist_interval,
+    );
+    loop {
+        let grace_deadline = state.grace.next_deadline();
+        let result = tokio::select! {
+            event = events.next() => match event {
+                Some(Ok(event)) => apply_event(api, settings, state, event).await,
+                Some(Err(error)) => Err(error),
+                None => Err(DockerError::EventsEnded),
+            },
+            _ = relist_timer.tick() => relist(api, state).await,
+            () = sleep_until_some(grace_deadline) => Ok(()),
+        };
+        if let Err(error) = result {
+            return error;
+        }
+        publish(state, router);
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Learns which networks dockhand itself is on, unless `--network` said.
+async fn learn_own_networks<A: DockerApi>(
+    api: &A,
+    settings: &DockerSettings,
+    state: &mut ProviderState,
+) -> Result<(), DockerError> {
+    for candidate in self_container::own_container_candidates() {
+        if let Some(own) = api.inspect(&candidate).await? {
+            let on_host_network = own.network_mode == "host";
+            if settings.networks.is_empty() {
+                // BTreeMap keys: the networks by name, the documented order.
+                state.context.proxy_networks = own.networks.keys().cloned().collect();
+            }
+            state.context.proxy_on_host_network = on_host_network;
+            tracing::info!(container = %own.name, networks = ?state.context.proxy_networks, on_host_network, "running in a container");
+            state.own_id = Some(own.id);
+            return Ok(());
+        }
+    }
+    tracing::info!(networks = ?state.context.proxy_networks, "running outside a container");
+    Ok(())
+}
+
+async fn relist<A: DockerApi>(api: &A, state: &mut ProviderState) -> Result<(), DockerError> {
+    let mut containers = Vec::new();
+    for id in api.list_container_ids().await? {
+        // A container removed between list and inspect is simply absent.
+        if let Some(facts) = api.inspect(&id).await? {
+            containers.push(facts);
+        }
+    }
+    // A full list is the truth: it ends any stop Docker has carried out.
+    state
+        .stopping
+        .retain(|id| containers.iter().any(|c| &c.id == id && c.running));
+    state.containers = containers;
+    let stopping = &state.stopping;
+    state
+        .containers
+        .iter_mut()
+        .filter(|c| stopping.contains(&c.id))
+        .for_each(|c| c.running = false);
+    Ok(())
+}
+
+async fn apply_event<A: DockerApi>(
+    api: &A,
+    settings: &DockerSettings,
+    state: &mut ProviderState,
+    event: DockerEvent,
+) -> Result<(), DockerError> {
+    tracing::debug!(?event, "Docker event");
+    if state.own_id.as_deref() == Some(event.container.as_str()) {
+        return learn_own_networks(api, settings, state).await;
+    }
+    match event.action {
+        EventAction::Stopping => {
+            // Inspect still says running while the container shuts down.
+            state.stopping.insert(event.container.clone());
+        }
+        EventAction::Start | EventAction::Die | EventAction::Destroy => {
+            state.stopping.remove(&event.container);
+        }
+        _ => {}
+    }
+    let facts = if event.action == EventAction::Destroy {
+        None
+    } else {
+        api.inspect(&event.container).await?
+    };
+    state.containers.retain(|c| c.id != event.container);
+    if let Some(mut facts) = facts {
+        facts.running &= !state.stopping.contains(&facts.id);
+        state.containers.push(facts);
+    } else if event.action == EventAction::Stopping {
+        // Gone already; nothing to keep.
+        state.stopping.remove(&event.container);
+    }
+    Ok(())
+}
+
+/// Builds the hosts from what is known, logs new diagnostics, applies the
+/// grace period and hands the result to the router (which swaps only on change).
+fn publish(state: &mut ProviderState, router: &Router) {
+    let (built, diagnostics) = build_hosts(&state.containers, &state.context);
+    let current: BTreeSet<String> = diagnostics.iter().map(ToString::to_string).collect();
+    for diagnostic in &diagnostics {
+        let text = diagnostic.to_string();
+        if !state.logged.contains(&text) {
+            match diagnostic.severity {
+                Severity::Warning => tracing::warn!(diagnostic = %text, "label diagnostic"),
+                Severity::Error => tracing::error!(diagnostic = %text, "label diagnostic"),
+            }
+        }
+    }
+    state.logged = current;
+    let desired = state.grace.apply(built, Instant::now());
+    if router.publish(Source::Docker, desired) {
+        tracing::info!(
+            containers = state.containers.len(),
+            "routes from Docker updated"
+        );
+    }
+}
