@@ -3,11 +3,14 @@
 #
 #   eval "$(integration/engine.sh start)"   # exports DOCKER_HOST (and DOCKHAND_ENGINE_DIR)
 #   integration/engine.sh stop              # stops the engine `start` started, if any
+#   integration/engine.sh restart           # restarts that engine (a daemon restart test)
 #
 # `start` uses the engine at DOCKER_HOST, or at the default socket, when `docker
 # info` answers. Otherwise, as root with `dockerd` installed, it starts a
 # throwaway engine whose data, sockets and state all live in one folder under
 # /tmp (vfs storage, so it needs no overlay support), and waits until it answers.
+# It runs with --live-restore, so its containers keep running (and serving)
+# while it restarts, as a production engine configured that way would.
 # `stop` tears down only an engine this script started: it is identified by the
 # folder in DOCKHAND_ENGINE_DIR, which holds a marker file and the engine's pid.
 # Messages go to stderr; stdout carries only the `export` lines for `eval`.
@@ -36,6 +39,65 @@ sweep_stale() {
         unmount_under "$dir"
         rm -rf "$dir" 2>/dev/null || true
     done
+}
+
+# launch DIR: dockerd with everything under DIR, until it answers.
+launch() {
+    local dir=$1
+    local host="unix://$dir/docker.sock"
+    setsid dockerd \
+        --storage-driver=vfs \
+        --live-restore \
+        --data-root "$dir/data" \
+        --exec-root "$dir/exec" \
+        -H "$host" \
+        --pidfile "$dir/pid" \
+        </dev/null >>"$dir/dockerd.log" 2>&1 &
+    local pid=$!
+    echo "$pid" >"$dir/launcher-pid"
+    local waited=0
+    until DOCKER_HOST=$host answers; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            say "dockerd exited while starting; the end of its log ($dir/dockerd.log):"
+            tail -n 20 "$dir/dockerd.log" >&2
+            return 1
+        fi
+        if [ "$waited" -ge 60 ]; then
+            say "dockerd did not answer within 30 s; the end of its log:"
+            tail -n 20 "$dir/dockerd.log" >&2
+            return 1
+        fi
+        sleep 0.5
+        waited=$((waited + 1))
+    done
+    say "engine ready at $host ($(DOCKER_HOST=$host docker version --format '{{.Server.Version}}'))"
+}
+
+# ours: DOCKHAND_ENGINE_DIR names a folder this script made.
+ours() {
+    [ -n "${DOCKHAND_ENGINE_DIR:-}" ] && [ -f "$DOCKHAND_ENGINE_DIR/started-by-dockhand" ]
+}
+
+# halt DIR: dockerd gone (SIGTERM, SIGKILL after 30 s); containers stay (live-restore).
+halt() {
+    local dir=$1 pid=""
+    if [ -f "$dir/pid" ]; then
+        pid=$(cat "$dir/pid")
+    elif [ -f "$dir/launcher-pid" ]; then
+        pid=$(cat "$dir/launcher-pid")
+    fi
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        kill -TERM "$pid" 2>/dev/null || true
+        local waited=0
+        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 60 ]; do
+            sleep 0.5
+            waited=$((waited + 1))
+        done
+        if kill -0 "$pid" 2>/dev/null; then
+            say "dockerd did not stop within 30 s; killing it"
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+    fi
 }
 
 start() {
@@ -69,63 +131,30 @@ start() {
     local dir
     dir=$(mktemp -d /tmp/dhe.XXXXXX)
     touch "$dir/started-by-dockhand"
-    local host="unix://$dir/docker.sock"
     say "no engine answers; starting a throwaway dockerd in $dir"
-    setsid dockerd \
-        --storage-driver=vfs \
-        --data-root "$dir/data" \
-        --exec-root "$dir/exec" \
-        -H "$host" \
-        --pidfile "$dir/pid" \
-        </dev/null >"$dir/dockerd.log" 2>&1 &
-    local pid=$!
-    echo "$pid" >"$dir/launcher-pid"
-
-    local waited=0
-    until DOCKER_HOST=$host answers; do
-        if ! kill -0 "$pid" 2>/dev/null; then
-            say "dockerd exited while starting; the end of its log ($dir/dockerd.log):"
-            tail -n 20 "$dir/dockerd.log" >&2
-            exit 1
-        fi
-        if [ "$waited" -ge 60 ]; then
-            say "dockerd did not answer within 30 s; the end of its log:"
-            tail -n 20 "$dir/dockerd.log" >&2
-            DOCKHAND_ENGINE_DIR=$dir stop
-            exit 1
-        fi
-        sleep 0.5
-        waited=$((waited + 1))
-    done
-    say "engine ready at $host ($(DOCKER_HOST=$host docker version --format '{{.Server.Version}}'))"
-    echo "export DOCKER_HOST='$host'"
+    if ! launch "$dir"; then
+        DOCKHAND_ENGINE_DIR=$dir stop
+        exit 1
+    fi
+    echo "export DOCKER_HOST='unix://$dir/docker.sock'"
     echo "export DOCKHAND_ENGINE_DIR='$dir'"
 }
 
 stop() {
-    local dir=${DOCKHAND_ENGINE_DIR:-}
-    if [ -z "$dir" ] || [ ! -f "$dir/started-by-dockhand" ]; then
-        return 0 # not ours: leave it alone
-    fi
-    local pid=""
-    if [ -f "$dir/pid" ]; then
-        pid=$(cat "$dir/pid")
-    elif [ -f "$dir/launcher-pid" ]; then
-        pid=$(cat "$dir/launcher-pid")
-    fi
-    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        say "stopping the throwaway engine (pid $pid)"
-        kill -TERM "$pid" 2>/dev/null || true
-        local waited=0
-        while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt 60 ]; do
-            sleep 0.5
-            waited=$((waited + 1))
-        done
-        if kill -0 "$pid" 2>/dev/null; then
-            say "dockerd did not stop within 30 s; killing it"
-            kill -KILL "$pid" 2>/dev/null || true
+    ours || return 0 # not ours: leave it alone
+    local dir=$DOCKHAND_ENGINE_DIR
+    local host="unix://$dir/docker.sock"
+    if DOCKER_HOST=$host answers; then
+        # With --live-restore, containers would outlive the engine.
+        local ids
+        ids=$(DOCKER_HOST=$host docker ps -aq 2>/dev/null || true)
+        if [ -n "$ids" ]; then
+            # shellcheck disable=SC2086 # one id a word
+            DOCKER_HOST=$host docker rm -f -v $ids >/dev/null 2>&1 || true
         fi
     fi
+    say "stopping the throwaway engine in $dir"
+    halt "$dir"
     # The containerd that dockerd started for itself, should it outlive it.
     local containerd_pid="$dir/exec/containerd/containerd.pid"
     if [ -f "$containerd_pid" ] && kill -0 "$(cat "$containerd_pid")" 2>/dev/null; then
@@ -135,11 +164,22 @@ stop() {
     rm -rf "$dir" 2>/dev/null || say "could not remove all of $dir"
 }
 
+restart() {
+    if ! ours; then
+        say "restart: the engine at ${DOCKER_HOST:-the default socket} is not one this script started"
+        exit 3
+    fi
+    say "restarting the throwaway engine in $DOCKHAND_ENGINE_DIR"
+    halt "$DOCKHAND_ENGINE_DIR"
+    launch "$DOCKHAND_ENGINE_DIR"
+}
+
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
+restart) restart ;;
 *)
-    echo "usage: $0 start|stop" >&2
+    echo "usage: $0 start|stop|restart" >&2
     exit 2
     ;;
 esac

@@ -10,4 +10,5 @@
 mod support;
 
 mod backend;
+mod engine;
 mod routes_file;

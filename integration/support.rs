@@ -23,7 +23,7 @@ use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Once;
+use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite;
@@ -208,15 +208,41 @@ pub fn wait_until_within<T, E: Display>(
 // ---------------------------------------------------------------------------
 // A test's run: ids, names, cleanup
 
+/// Held shared by every run, exclusively by a run that restarts the engine.
+static ENGINE: RwLock<()> = RwLock::new(());
+
+enum EngineShare {
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
+    Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+}
+
 /// One test's share of the engine. Dropping it removes every container and
 /// network labelled with its id, whatever guards are still alive.
 pub struct TestRun {
     id: String,
+    // Released after the sweep in `drop`.
+    engine: EngineShare,
 }
 
 impl TestRun {
     /// `test` names the test (letters, digits and `-` are kept) in the run id.
     pub fn new(test: &str) -> TestRun {
+        let share = ENGINE
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        TestRun::with_share(test, EngineShare::Shared(share))
+    }
+
+    /// A run that has the engine to itself: no other test runs meanwhile, so
+    /// it may [`TestRun::restart_engine`].
+    pub fn exclusive(test: &str) -> TestRun {
+        let share = ENGINE
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        TestRun::with_share(test, EngineShare::Exclusive(share))
+    }
+
+    fn with_share(test: &str, share: EngineShare) -> TestRun {
         engine_ready();
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let short: String = test
@@ -236,7 +262,29 @@ impl TestRun {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst)
         );
-        TestRun { id }
+        TestRun { id, engine: share }
+    }
+
+    /// Restarts the suite's throwaway engine (`integration/engine.sh restart`);
+    /// its containers keep running throughout (`--live-restore`). `Err` when the
+    /// engine is not one the suite started (a developer's own Docker).
+    pub fn restart_engine(&self) -> Result<(), String> {
+        assert!(
+            matches!(self.engine, EngineShare::Exclusive(_)),
+            "restart_engine needs a TestRun::exclusive run"
+        );
+        let mut command = Command::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/integration/engine.sh"
+        ));
+        command.arg("restart");
+        let output = output_within(command, Duration::from_secs(90)).map_err(|e| e.to_string())?;
+        let log = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        if output.status.success() {
+            Ok(())
+        } else {
+            Err(format!("engine.sh restart: {}: {log}", output.status))
+        }
     }
 
     /// The run id: the value of the `dockhand.test` label.
