@@ -161,3 +161,31 @@ fn guards_and_the_run_remove_what_a_test_created() {
     assert!(try_docker(["inspect", container_name.as_str()]).is_err());
     assert!(try_docker(["network", "inspect", network_name.as_str()]).is_err());
 }
+
+#[test]
+fn a_compose_project_comes_up_and_goes_down_with_its_guard() {
+    let run = TestRun::new("compose");
+    let file = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/integration/fixtures/backend.compose.yaml"
+    );
+    let project = run.compose_up(
+        std::path::Path::new(file),
+        &[("BACKEND_IMAGE", &backend_image())],
+    );
+    let container = project.container_name("app", 1);
+    let network = project.network_name("front");
+    let addr = std::net::SocketAddr::new(container_ip(&container, &network), BACKEND_PORT);
+    let response = wait_until_ok("the compose service to answer", || http_get(addr, "x", "/"));
+    let hostname = docker([
+        "inspect",
+        "--format",
+        "{{.Config.Hostname}}",
+        container.as_str(),
+    ]);
+    assert_eq!(response.header("x-hostname"), Some(hostname.as_str()));
+
+    drop(project);
+    assert!(try_docker(["inspect", container.as_str()]).is_err());
+    assert!(try_docker(["network", "inspect", network.as_str()]).is_err());
+}

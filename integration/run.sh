@@ -36,8 +36,16 @@ started=$(date +%s)
 integration/images.sh
 say "images ready in $(($(date +%s) - started)) s"
 
+# Figures the scenarios measure (never assert) are appended here; shown at the end.
+figures="${CARGO_TARGET_DIR:-target}/tmp/integration-figures.txt"
+rm -f "$figures"
+
 started=$(date +%s)
 status=0
 cargo test --locked --test integration -- --test-threads="${DOCKHAND_TEST_THREADS:-2}" "$@" || status=$?
 say "tests finished in $(($(date +%s) - started)) s (exit $status)"
+if [ -s "$figures" ]; then
+    say "measured:"
+    sed 's/^/  /' "$figures" >&2
+fi
 exit "$status"

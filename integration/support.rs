@@ -419,6 +419,77 @@ impl Drop for TestRun {
     }
 }
 
+impl TestRun {
+    /// `docker-compose -p <run id> -f FILE up -d` with extra environment (image
+    /// names, ports); `down` on drop. Compose names what it creates after the
+    /// project: `<run id>_<service>_1`, network `<run id>_<network>`.
+    pub fn compose_up(&self, file: &Path, env: &[(&str, &str)]) -> ComposeProject {
+        // Compose v1 keeps only [a-z0-9_-] of a project name.
+        let project = self.id.replace('.', "-");
+        let compose = ComposeProject {
+            project,
+            file: file.to_path_buf(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        };
+        if let Err(error) = compose.run(&["up", "-d", "--no-build"]) {
+            panic!("{error}");
+        }
+        compose
+    }
+}
+
+/// A compose project of a test's; `down -v --remove-orphans` on drop.
+pub struct ComposeProject {
+    pub project: String,
+    file: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl ComposeProject {
+    /// `docker-compose -p PROJECT -f FILE ARGS...`: stdout, or the error output.
+    pub fn run(&self, args: &[&str]) -> Result<String, String> {
+        let mut command = Command::new("docker-compose");
+        command
+            .arg("--project-name")
+            .arg(&self.project)
+            .arg("--file")
+            .arg(&self.file)
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let shown = format!("docker-compose {args:?} ({})", self.file.display());
+        let output = output_within(command, Duration::from_secs(120))
+            .map_err(|e| format!("{shown}: {e}"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+        } else {
+            Err(format!(
+                "{shown} failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+
+    /// The name compose v1 gave replica `index` (from 1) of `service`.
+    pub fn container_name(&self, service: &str, index: u32) -> String {
+        format!("{}_{service}_{index}", self.project)
+    }
+
+    /// A network's full name (`<project>_<network>`).
+    pub fn network_name(&self, network: &str) -> String {
+        format!("{}_{network}", self.project)
+    }
+}
+
+impl Drop for ComposeProject {
+    fn drop(&mut self) {
+        let _ = self.run(&["down", "--volumes", "--remove-orphans", "--timeout", "1"]);
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Networks
 
@@ -860,11 +931,14 @@ pub fn free_port() -> u16 {
 }
 
 /// The `dockhand` binary of this build, run on the host with
-/// `--http-listen 127.0.0.1:<free port>` and the environment of the test
-/// (so `DOCKER_HOST` reaches the suite's engine). Its stdout and stderr go to a
-/// file; it is stopped (SIGTERM, then SIGKILL) on drop.
+/// `--http-listen 127.0.0.1:<free port>`, `DOCKHAND_ADMIN_LISTEN` set to another
+/// free loopback port (so instances in parallel tests never share one), and the
+/// environment of the test (so `DOCKER_HOST` reaches the suite's engine). Its
+/// stdout and stderr go to a file; it is stopped (SIGTERM, then SIGKILL) on drop.
 pub struct DockhandOnHost {
     pub addr: SocketAddr,
+    /// Where its admin API listens (when this version has one).
+    pub admin_addr: SocketAddr,
     child: Child,
     log: PathBuf,
     dir: tempfile::TempDir,
@@ -886,12 +960,14 @@ impl DockhandOnHost {
     /// filled (a routes file, certificates); see [`DockhandOnHost::dir`].
     pub fn start_in(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> DockhandOnHost {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let admin_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let log = dir.path().join("dockhand.log");
         let file = std::fs::File::create(&log).expect("the log file");
         let child = Command::new(env!("CARGO_BIN_EXE_dockhand"))
             .arg("--http-listen")
             .arg(addr.to_string())
             .args(args)
+            .env("DOCKHAND_ADMIN_LISTEN", admin_addr.to_string())
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("the log file"))
@@ -900,6 +976,7 @@ impl DockhandOnHost {
             .expect("dockhand starts");
         let mut dockhand = DockhandOnHost {
             addr,
+            admin_addr,
             child,
             log,
             dir,
