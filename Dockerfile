@@ -31,8 +31,8 @@ COPY . .
 RUN target="$(rustc -vV | sed -n 's/^host: //p')" \
  && RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --locked --release --target "$target" -p dockhand \
- && install -D -m 0755 "target/$target/release/dockhand" /out/dockhand \
- && mkdir -p /out/var/lib/dockhand
+ && mkdir -p /out/var/lib/dockhand \
+ && cp "target/$target/release/dockhand" /out/dockhand
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
