@@ -11,4 +11,5 @@ mod support;
 
 mod backend;
 mod engine;
+mod provider;
 mod routes_file;

@@ -3,7 +3,7 @@
 //! `dockhand:test` and `dockhand-testbackend:test` (see `integration/images.sh`).
 //!
 //! Every test makes a [`TestRun`]. Whatever it creates (containers, networks)
-//! carries the label `dockhand.test=<run id>` and a name starting with that id,
+//! carries the label `dockhand-test.run=<run id>` (outside the `dockhand.` prefix, so no dockhand under test reads it) and a name starting with that id,
 //! and is removed when its guard drops, or at the latest when the run drops, so a
 //! failing test leaves nothing behind. Tests run in parallel against one engine:
 //! give every host name a run-unique suffix with [`TestRun::host`], since any
@@ -32,10 +32,10 @@ use tokio_tungstenite::tungstenite;
 pub const WAIT_LIMIT: Duration = Duration::from_secs(20);
 /// How long one `docker` command may take before the test fails.
 const DOCKER_TIMEOUT: Duration = Duration::from_secs(60);
-/// The label every object a test creates carries: `dockhand.test=<run id>`.
-pub const RUN_LABEL: &str = "dockhand.test";
+/// The label every object a test creates carries: `dockhand-test.run=<run id>` (outside the `dockhand.` prefix, so no dockhand under test reads it).
+pub const RUN_LABEL: &str = "dockhand-test.run";
 /// The pid of the test process, so a later run can sweep what a killed one left.
-const PID_LABEL: &str = "dockhand.test.pid";
+const PID_LABEL: &str = "dockhand-test.pid";
 /// The port `testbackend` listens on in its image.
 pub const BACKEND_PORT: u16 = 8080;
 
@@ -287,7 +287,7 @@ impl TestRun {
         }
     }
 
-    /// The run id: the value of the `dockhand.test` label.
+    /// The run id: the value of the `dockhand-test.run` label.
     pub fn id(&self) -> &str {
         &self.id
     }

@@ -26,6 +26,11 @@ use crate::upstream::Endpoint;
 /// Request heads larger than this are refused with `431`.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
+/// The first pause before sending a request again to an address that just
+/// failed, doubling up to the most; all within `--upstream-wait`.
+const FIRST_REPLAY_PAUSE: Duration = Duration::from_millis(10);
+const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
+
 /// What every request handler shares.
 pub struct ProxyState {
     pub router: Arc<Router>,
@@ -83,7 +88,7 @@ async fn handle_inner(
         path: client_uri.path(),
         deadline: tokio::time::Instant::now() + state.upstream_wait,
     };
-    let (endpoint, follows_containers) = choose_endpoint(&state.router, &wanted, None)
+    let (endpoint, follows_containers) = choose_endpoint(&state.router, &wanted)
         .await?
         .ok_or(ProxyError::NoUpstream)?;
     record.upstream = Some(endpoint.address);
@@ -103,17 +108,21 @@ async fn handle_inner(
     )?;
     let mut result = send(state, &endpoint, upstream_request).await;
 
-    if let (Err(error), Some(replay)) = (&result, replay) {
-        if error.is_connection_failure() {
-            if let Some((next, _)) =
-                choose_endpoint(&state.router, &wanted, Some(endpoint.address)).await?
-            {
-                tracing::debug!(failed = %endpoint.address, next = %next.address, "upstream lost; request sent again");
-                record.upstream = Some(next.address);
-                let mut again = replay.into_request();
-                prepare_request(&mut again, &next, peer, host, upgrade)?;
-                result = send(state, &next, again).await;
-            }
+    if let Some(replay) = replay {
+        let mut failed = endpoint.address;
+        let mut pause = FIRST_REPLAY_PAUSE;
+        while matches!(&result, Err(error) if error.is_connection_failure()) {
+            let Some(next) = choose_after_failure(&state.router, &wanted, failed, pause).await?
+            else {
+                break;
+            };
+            tracing::debug!(%failed, next = %next.address, "upstream lost; request sent again");
+            record.upstream = Some(next.address);
+            let mut again = replay.to_request();
+            prepare_request(&mut again, &next, peer, host.clone(), upgrade.clone())?;
+            result = send(state, &next, again).await;
+            failed = next.address;
+            pause = (pause * 2).min(MAX_REPLAY_PAUSE);
         }
     }
     let mut response = result?;
@@ -140,35 +149,17 @@ struct Wanted<'a> {
     deadline: tokio::time::Instant,
 }
 
-/// Picks an endpoint for the request's location, other than `failed` when
-/// given. When there is none, waits for the route table to change, until the
-/// deadline (`Ok(None)`). No host or location fails at once.
+/// Picks an endpoint for the request's location. When there is none, waits
+/// for the route table to change, until the deadline (`Ok(None)`). No host or
+/// location fails at once.
 async fn choose_endpoint(
     router: &Router,
     wanted: &Wanted<'_>,
-    failed: Option<SocketAddr>,
 ) -> Result<Option<(Arc<Endpoint>, bool)>, ProxyError> {
     let mut changes = None;
     loop {
-        {
-            let table = router.current();
-            let location = table
-                .find(wanted.host, wanted.path)
-                .map_err(|miss| match miss {
-                    RouteMiss::NoHost => ProxyError::NoHost,
-                    RouteMiss::NoLocation => ProxyError::NoLocation,
-                })?;
-            let upstreams = &location.upstreams;
-            // Round robin may offer the failed address first; a full turn finds any other.
-            let picked = (0..upstreams.len().max(1))
-                .filter_map(|_| upstreams.pick())
-                .find(|endpoint| Some(endpoint.address) != failed);
-            if let Some(endpoint) = picked {
-                return Ok(Some((endpoint, location.follows_containers)));
-            }
-            if !location.follows_containers && failed.is_some() {
-                return Ok(None);
-            }
+        if let Some(found) = pick_now(router, wanted, None)? {
+            return Ok(Some(found));
         }
         match &mut changes {
             // Subscribe, then look once more, so a swap in between is not missed.
@@ -181,6 +172,52 @@ async fn choose_endpoint(
             }
         }
     }
+}
+
+/// After `failed` could not be reached: another endpoint at once if the
+/// location has one; else, once the table changes or `pause` passes (a
+/// container that has just started may not listen yet), any endpoint, waiting
+/// for one until the deadline.
+async fn choose_after_failure(
+    router: &Router,
+    wanted: &Wanted<'_>,
+    failed: SocketAddr,
+    pause: Duration,
+) -> Result<Option<Arc<Endpoint>>, ProxyError> {
+    if let Some((other, _)) = pick_now(router, wanted, Some(failed))? {
+        return Ok(Some(other));
+    }
+    let now = tokio::time::Instant::now();
+    if now >= wanted.deadline {
+        return Ok(None);
+    }
+    let mut changes = router.subscribe();
+    let _ = tokio::time::timeout_at((now + pause).min(wanted.deadline), changes.changed()).await;
+    Ok(choose_endpoint(router, wanted)
+        .await?
+        .map(|(endpoint, _)| endpoint))
+}
+
+/// The location's next endpoint other than `avoid`, and whether it follows
+/// containers; `Ok(None)` when it has none.
+fn pick_now(
+    router: &Router,
+    wanted: &Wanted<'_>,
+    avoid: Option<SocketAddr>,
+) -> Result<Option<(Arc<Endpoint>, bool)>, ProxyError> {
+    let table = router.current();
+    let location = table
+        .find(wanted.host, wanted.path)
+        .map_err(|miss| match miss {
+            RouteMiss::NoHost => ProxyError::NoHost,
+            RouteMiss::NoLocation => ProxyError::NoLocation,
+        })?;
+    let upstreams = &location.upstreams;
+    // Round robin may offer the avoided address first; a full turn finds any other.
+    let picked = (0..upstreams.len())
+        .filter_map(|_| upstreams.pick())
+        .find(|endpoint| Some(endpoint.address) != avoid);
+    Ok(picked.map(|endpoint| (endpoint, location.follows_containers)))
 }
 
 async fn send(
@@ -206,23 +243,29 @@ fn is_replayable(request: &Request<Incoming>) -> bool {
 
 /// A bodyless request's head, kept to send it again.
 struct Replay {
-    parts: http::request::Parts,
+    method: Method,
+    uri: Uri,
+    version: Version,
+    headers: http::HeaderMap,
 }
 
 impl Replay {
     fn of(request: &Request<Incoming>) -> Replay {
-        let mut copy = Request::new(());
-        *copy.method_mut() = request.method().clone();
-        *copy.uri_mut() = request.uri().clone();
-        *copy.version_mut() = request.version();
-        *copy.headers_mut() = request.headers().clone();
         Replay {
-            parts: copy.into_parts().0,
+            method: request.method().clone(),
+            uri: request.uri().clone(),
+            version: request.version(),
+            headers: request.headers().clone(),
         }
     }
 
-    fn into_request(self) -> Request<UpstreamBody> {
-        Request::from_parts(self.parts, UpstreamBody::Empty)
+    fn to_request(&self) -> Request<UpstreamBody> {
+        let mut request = Request::new(UpstreamBody::Empty);
+        *request.method_mut() = self.method.clone();
+        *request.uri_mut() = self.uri.clone();
+        *request.version_mut() = self.version;
+        *request.headers_mut() = self.headers.clone();
+        request
     }
 }
 

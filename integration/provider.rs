@@ -1,0 +1,496 @@
+//! The Docker provider against a real engine: labelled containers are routed,
+//! followed through recreates, scaling, health and network changes, and a
+//! daemon restart, with dockhand on the host and in a container.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// Prints a measured figure and keeps it in `target/tmp/integration-figures.txt`,
+/// which `integration/run.sh` shows at the end (figures are reported, never asserted).
+fn record_figure(line: &str) {
+    use std::io::Write;
+    eprintln!("figure: {line}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("integration-figures.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// GETs until one answers 200; the answer.
+#[track_caller]
+fn wait_for_200(addr: SocketAddr, host: &str, path: &str) -> HttpResponse {
+    wait_until_ok(&format!("200 from {host}{path}"), || {
+        let response = http_get(addr, host, path).map_err(|e| e.to_string())?;
+        if response.status == 200 {
+            Ok(response)
+        } else {
+            Err(format!("{} {}", response.status, response.text()))
+        }
+    })
+}
+
+/// The container that answered (the backend answers with its hostname).
+fn answered_by(response: &HttpResponse) -> String {
+    response.json()["hostname"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The access-log events dockhand printed for `host`.
+fn access_events(log: &str, host: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|event| event["target"] == "dockhand::access" && event["host"] == host)
+        .collect()
+}
+
+#[test]
+fn a_labelled_container_is_routed_by_dockhand_on_the_host() {
+    let run = TestRun::new("on-host");
+    let network = run.network("net");
+    let host = run.host("web");
+    let web = run
+        .backend("web")
+        .label("dockhand.host", &host)
+        .network(&network)
+        .run();
+    let dockhand = DockhandOnHost::start(&[]);
+    let response = wait_for_200(dockhand.addr, &host, "/hello?x=1");
+    assert_eq!(answered_by(&response), web.name);
+    assert_eq!(response.json()["path"], "/hello");
+    assert_eq!(response.json()["headers"]["host"], host);
+    let upstream = web.addr(&network, BACKEND_PORT).to_string();
+    let events = access_events(&dockhand.log(), &host);
+    assert!(
+        events.iter().any(|e| e["upstream"] == upstream),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn dockhand_in_a_container_routes_containers_on_its_network() {
+    let run = TestRun::new("in-container");
+    let network = run.network("web");
+    let host = run.host("app");
+    let app = run
+        .backend("app")
+        .label("dockhand.host", &host)
+        .network(&network)
+        .run();
+    let dockhand = run.dockhand_in_container("dockhand", &network, &[]);
+    let response = wait_for_200(dockhand.addr, &host, "/");
+    assert_eq!(answered_by(&response), app.name);
+    // It found its own container, and so the network it shares with the app.
+    let log = dockhand.log();
+    assert!(log.contains("running in a container"), "{log}");
+}
+
+#[test]
+fn recreating_the_only_container_loses_no_request() {
+    let run = TestRun::new("recreate");
+    let network = run.network("net");
+    let host = run.host("web");
+    let start_web = || {
+        run.backend("web")
+            .label("dockhand.host", &host)
+            .network(&network)
+            .run()
+    };
+    let first = start_web();
+    let first_ip = first.ip(&network);
+    let dockhand = DockhandOnHost::start(&[]);
+    wait_for_200(dockhand.addr, &host, "/");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let loop_host = host.clone();
+    let addr = dockhand.addr;
+    let (stop_flag, sent_count) = (stop.clone(), sent.clone());
+    let client = std::thread::spawn(move || {
+        let mut failures = Vec::new();
+        // Bounded: at most 20,000 requests or 60 s.
+        let started = Instant::now();
+        while !stop_flag.load(Ordering::SeqCst)
+            && sent_count.load(Ordering::SeqCst) < 20_000
+            && started.elapsed() < Duration::from_secs(60)
+        {
+            match http_get(addr, &loop_host, "/") {
+                Ok(response) if response.status == 200 => {}
+                Ok(response) => failures.push(format!("{} {}", response.status, response.text())),
+                Err(error) => failures.push(error.to_string()),
+            }
+            sent_count.fetch_add(1, Ordering::SeqCst);
+        }
+        failures
+    });
+    wait_until("requests flowing", || {
+        (sent.load(Ordering::SeqCst) > 20).then_some(())
+    });
+    first.remove();
+    let second = start_web();
+    let second_ip = second.ip(&network);
+    wait_until("the new container answers", || {
+        http_get(dockhand.addr, &host, "/")
+            .ok()
+            .filter(|r| r.status == 200 && answered_by(r) == second.name)
+    });
+    let before_stop = sent.load(Ordering::SeqCst);
+    wait_until("more requests after the recreate", || {
+        (sent.load(Ordering::SeqCst) > before_stop + 20).then_some(())
+    });
+    stop.store(true, Ordering::SeqCst);
+    let failures = client.join().unwrap();
+    record_figure(&format!(
+        "recreate: {} requests across `docker rm -f` + `docker run` ({first_ip} -> {second_ip}), {} failed",
+        sent.load(Ordering::SeqCst),
+        failures.len()
+    ));
+    assert!(
+        failures.is_empty(),
+        "failed requests during the recreate: {failures:?}"
+    );
+}
+
+#[test]
+fn time_from_docker_start_to_the_first_200() {
+    let run = TestRun::new("start-latency");
+    let network = run.network("net");
+    let host = run.host("web");
+    let web = run
+        .backend("web")
+        .label("dockhand.host", &host)
+        .network(&network)
+        .create();
+    let dockhand = DockhandOnHost::start(&[]);
+    let mut samples = Vec::new();
+    for _ in 0..20 {
+        web.start();
+        let started = Instant::now();
+        // Requests wait up to --upstream-wait for the route, so the first answer is the measure.
+        wait_for_200(dockhand.addr, &host, "/");
+        samples.push(started.elapsed());
+        web.kill();
+        wait_until("the container is out of rotation", || {
+            http_get(dockhand.addr, &host, "/")
+                .ok()
+                .filter(|r| r.status != 200)
+        });
+    }
+    samples.sort();
+    record_figure(&format!(
+        "docker start -> first 200 through dockhand: median {:?} (min {:?}, max {:?}, n=20)",
+        samples[samples.len() / 2],
+        samples[0],
+        samples[samples.len() - 1]
+    ));
+}
+
+#[test]
+fn replicas_share_traffic_and_scaling_is_followed() {
+    let run = TestRun::new("replicas");
+    let network = run.network("net");
+    let host = run.host("web");
+    let replica = |n: u32| {
+        run.backend(&format!("web{n}"))
+            .label("dockhand.host", &host)
+            .network(&network)
+            .run()
+    };
+    let mut replicas: Vec<Container> = (1..=3).map(replica).collect();
+    let dockhand = DockhandOnHost::start(&[]);
+    let names = |replicas: &[Container]| -> std::collections::BTreeSet<String> {
+        replicas.iter().map(|c| c.name.clone()).collect()
+    };
+    let seen_in = |rounds: usize| -> std::collections::BTreeSet<String> {
+        (0..rounds)
+            .map(|_| answered_by(&wait_for_200(dockhand.addr, &host, "/")))
+            .collect()
+    };
+    wait_until("all three replicas answer", || {
+        (seen_in(9) == names(&replicas)).then_some(())
+    });
+
+    let third = replicas.pop().unwrap();
+    let second = replicas.pop().unwrap();
+    third.remove();
+    second.remove();
+    wait_until("only the first answers", || {
+        (seen_in(9) == names(&replicas)).then_some(())
+    });
+
+    replicas.push(replica(2));
+    replicas.push(replica(3));
+    wait_until("three again", || {
+        (seen_in(9) == names(&replicas)).then_some(())
+    });
+}
+
+#[test]
+fn networks_are_chosen_as_documented() {
+    let run = TestRun::new("networks");
+    let front = run.network("front");
+    let back = run.network("back");
+    let elsewhere = run.network("elsewhere");
+    let (two_nets, labelled, isolated) =
+        (run.host("two"), run.host("labelled"), run.host("isolated"));
+    // A container on front and back is reached through front, dockhand's first choice.
+    let both = run
+        .backend("both")
+        .label("dockhand.host", &two_nets)
+        .network(&back)
+        .network(&front)
+        .run();
+    // The label picks back over that preference.
+    let chosen = run
+        .backend("chosen")
+        .label("dockhand.host", &labelled)
+        .label("dockhand.network", back.as_ref())
+        .network(&front)
+        .network(&back)
+        .run();
+    let alone = run
+        .backend("alone")
+        .label("dockhand.host", &isolated)
+        .network(&elsewhere)
+        .run();
+
+    // On both networks, front preferred by --network order (by name, back would win).
+    let preference = [
+        "--upstream-wait",
+        "200ms",
+        "--network",
+        front.as_ref(),
+        "--network",
+        back.as_ref(),
+    ];
+    let dockhand =
+        run.dockhand_in_container_with("dockhand", &front, &preference, |spec| spec.network(&back));
+    wait_for_200(dockhand.addr, &two_nets, "/");
+    wait_for_200(dockhand.addr, &labelled, "/");
+    let response = wait_until_ok("503 for the isolated container", || {
+        let response = dockhand.get(&isolated, "/").map_err(|e| e.to_string())?;
+        if response.status == 503 {
+            Ok(response)
+        } else {
+            Err(format!("{}", response.status))
+        }
+    });
+    assert_eq!(response.header("x-dockhand-error"), Some("no_upstream"));
+
+    let log = dockhand.log();
+    let upstream_of = |host: &str| -> Vec<String> {
+        access_events(&log, host)
+            .iter()
+            .map(|e| e["upstream"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    let via_front = both.addr(&front, BACKEND_PORT).to_string();
+    assert!(
+        log.contains("reachable through several networks"),
+        "no warning naming the network taken:\n{log}"
+    );
+    assert!(
+        upstream_of(&two_nets).iter().all(|u| *u == via_front),
+        "{:?} vs {via_front}",
+        upstream_of(&two_nets)
+    );
+    let via_back = chosen.addr(&back, BACKEND_PORT).to_string();
+    assert!(
+        upstream_of(&labelled).iter().all(|u| *u == via_back),
+        "{:?} vs {via_back}",
+        upstream_of(&labelled)
+    );
+    assert!(
+        log.contains(&format!("container \\\"{}\\\"", alone.name))
+            && log.contains("shares no network with dockhand"),
+        "no diagnostic for the isolated container:\n{log}"
+    );
+}
+
+#[test]
+fn an_unhealthy_container_gets_no_traffic_until_healthy() {
+    let run = TestRun::new("health");
+    let network = run.network("net");
+    let host = run.host("web");
+    let healthy = run
+        .backend("healthy")
+        .label("dockhand.host", &host)
+        .network(&network)
+        .run();
+    let slow = run
+        .backend("slow")
+        .label("dockhand.host", &host)
+        .env("UNHEALTHY_FOR_MS", "4000")
+        .healthcheck("1s")
+        .network(&network)
+        .run();
+    let dockhand = DockhandOnHost::start(&[]);
+    wait_for_200(dockhand.addr, &host, "/");
+    // While its check has not passed, only the healthy replica answers.
+    while slow.health() != "healthy" {
+        let response = wait_for_200(dockhand.addr, &host, "/");
+        let answered = answered_by(&response);
+        if answered == slow.name {
+            assert_eq!(
+                slow.health(),
+                "healthy",
+                "traffic reached a container that was not healthy"
+            );
+        }
+        assert!(answered == healthy.name || answered == slow.name);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    wait_until("the now healthy container gets traffic", || {
+        (answered_by(&wait_for_200(dockhand.addr, &host, "/")) == slow.name).then_some(())
+    });
+}
+
+#[test]
+fn bad_labels_are_diagnosed_and_other_routes_keep_working() {
+    let run = TestRun::new("bad-labels");
+    let network = run.network("net");
+    let (good_host, bad_host) = (run.host("good"), run.host("bad"));
+    let good = run
+        .backend("good")
+        .label("dockhand.host", &good_host)
+        .network(&network)
+        .run();
+    let dockhand = DockhandOnHost::start(&[]);
+    wait_for_200(dockhand.addr, &good_host, "/");
+    let bad = run
+        .backend("bad")
+        .label("dockhand.host", &bad_host)
+        .label("dockhand.port", "eighty")
+        .label("dockhand.hots", "typo.test")
+        .label("dockhnad.path", "/x")
+        .network(&network)
+        .run();
+    let name = bad.name.clone();
+    let log = wait_until("the diagnostics", || {
+        let log = dockhand.log();
+        (log.contains("did you mean `dockhand.host`")
+            && log.contains("dockhand.port")
+            && log.contains("dockhnad.path"))
+        .then_some(log)
+    });
+    assert!(
+        log.contains(&name),
+        "diagnostics name the container:\n{log}"
+    );
+    assert_eq!(
+        answered_by(&wait_for_200(dockhand.addr, &good_host, "/")),
+        good.name
+    );
+}
+
+#[test]
+fn routes_survive_a_docker_daemon_restart() {
+    let run = TestRun::exclusive("daemon-restart");
+    let network = run.network("net");
+    let host = run.host("web");
+    let web = run
+        .backend("web")
+        .label("dockhand.host", &host)
+        .network(&network)
+        .run();
+    let dockhand = DockhandOnHost::start(&[]);
+    wait_for_200(dockhand.addr, &host, "/");
+    let restarting = Arc::new(AtomicBool::new(true));
+    let (flag, addr, loop_host) = (restarting.clone(), dockhand.addr, host.clone());
+    let client = std::thread::spawn(move || {
+        let mut outcomes = Vec::new();
+        // Bounded by the restart (at most 90 s) and by count.
+        while flag.load(Ordering::SeqCst) && outcomes.len() < 50_000 {
+            outcomes.push(
+                http_get(addr, &loop_host, "/")
+                    .map(|r| r.status)
+                    .map_err(|e| e.to_string()),
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        outcomes
+    });
+    let restarted = run.restart_engine();
+    restarting.store(false, Ordering::SeqCst);
+    let outcomes = client.join().unwrap();
+    if let Err(reason) = restarted {
+        // Only an engine the suite started may be restarted.
+        assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{reason}");
+        eprintln!("skipped the restart: {reason}");
+        return;
+    }
+    // Served while the daemon was away and after it came back.
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter(|outcome| !matches!(outcome, Ok(200)))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} requests failed during the restart: {failed:?}",
+        failed.len(),
+        outcomes.len()
+    );
+    assert_eq!(
+        answered_by(&wait_for_200(dockhand.addr, &host, "/")),
+        web.name
+    );
+    let later_host = run.host("later");
+    let later = run
+        .backend("later")
+        .label("dockhand.host", &later_host)
+        .network(&network)
+        .run();
+    assert_eq!(
+        answered_by(&wait_for_200(dockhand.addr, &later_host, "/")),
+        later.name
+    );
+    assert!(
+        dockhand.log().contains("lost Docker"),
+        "the loss was noticed"
+    );
+}
+
+#[test]
+fn the_compose_example_answers_through_dockhand() {
+    let run = TestRun::new("compose-example");
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/compose/compose.yaml");
+    let port = free_port().to_string();
+    let (dockhand_image, demo_image) = (dockhand_image(), backend_image());
+    let project = run.compose_up(
+        &file,
+        &[
+            ("DOCKHAND_IMAGE", dockhand_image.as_str()),
+            ("DEMO_IMAGE", demo_image.as_str()),
+            ("DOCKHAND_HTTP_PORT", port.as_str()),
+        ],
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    // The two replicas answer the host in turn; /api goes to the other app.
+    // (Compose containers answer with their hostname, their short id.)
+    let replicas = wait_until("both replicas answer whoami.localhost", || {
+        let seen: std::collections::BTreeSet<String> = (0..6)
+            .filter_map(|_| http_get(addr, "whoami.localhost", "/").ok())
+            .filter(|response| response.status == 200)
+            .map(|response| answered_by(&response))
+            .collect();
+        (seen.len() == 2).then_some(seen)
+    });
+    let api = wait_for_200(addr, "whoami.localhost", "/api");
+    assert!(
+        !replicas.contains(&answered_by(&api)),
+        "/api answered by a whoami replica"
+    );
+    assert_eq!(api.json()["path"], "/api");
+    let log = project.run(&["logs", "dockhand"]).unwrap_or_default();
+    assert!(log.contains("running in a container"), "{log}");
+}
