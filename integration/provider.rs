@@ -137,8 +137,15 @@ fn recreating_the_only_container_loses_no_request() {
         (sent.load(Ordering::SeqCst) > 20).then_some(())
     });
     first.remove();
+    // Docker hands a freed address out again; a filler takes it, so the new
+    // container comes back on another address, as after a move.
+    let _filler = run.backend("filler").network(&network).run();
     let second = start_web();
     let second_ip = second.ip(&network);
+    assert_ne!(
+        first_ip, second_ip,
+        "the recreated container has a new address"
+    );
     wait_until("the new container answers", || {
         http_get(dockhand.addr, &host, "/")
             .ok()
@@ -166,25 +173,26 @@ fn time_from_docker_start_to_the_first_200() {
     let run = TestRun::new("start-latency");
     let network = run.network("net");
     let host = run.host("web");
-    let web = run
-        .backend("web")
-        .label("dockhand.host", &host)
-        .network(&network)
-        .create();
     let dockhand = DockhandOnHost::start(&[]);
     let mut samples = Vec::new();
-    for _ in 0..20 {
+    for round in 0..20 {
+        // A new container each round, created ahead so `docker start` alone is timed.
+        let web = run
+            .backend(&format!("web{round}"))
+            .label("dockhand.host", &host)
+            .network(&network)
+            .create();
         web.start();
         let started = Instant::now();
-        // Requests wait up to --upstream-wait for the route, so the first answer is the measure.
-        wait_for_200(dockhand.addr, &host, "/");
-        samples.push(started.elapsed());
-        web.kill();
-        wait_until("the container is out of rotation", || {
+        // A request waits up to --upstream-wait for the route, so the first
+        // answer from this container is the measure.
+        wait_until("the new container answers", || {
             http_get(dockhand.addr, &host, "/")
                 .ok()
-                .filter(|r| r.status != 200)
+                .filter(|r| r.status == 200 && answered_by(r) == web.name)
         });
+        samples.push(started.elapsed());
+        web.remove();
     }
     samples.sort();
     record_figure(&format!(
@@ -466,12 +474,16 @@ fn the_compose_example_answers_through_dockhand() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/compose/compose.yaml");
     let port = free_port().to_string();
     let (dockhand_image, demo_image) = (dockhand_image(), backend_image());
+    let socket = docker_socket_path().expect("the engine on a unix socket");
+    let socket = socket.to_string_lossy();
     let project = run.compose_up(
         &file,
         &[
             ("DOCKHAND_IMAGE", dockhand_image.as_str()),
             ("DEMO_IMAGE", demo_image.as_str()),
             ("DOCKHAND_HTTP_PORT", port.as_str()),
+            ("DOCKER_SOCKET", &socket),
+            ("DEMO_PORT", "8080"),
         ],
     );
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -493,4 +505,57 @@ fn the_compose_example_answers_through_dockhand() {
     assert_eq!(api.json()["path"], "/api");
     let log = project.run(&["logs", "dockhand"]).unwrap_or_default();
     assert!(log.contains("running in a container"), "{log}");
+}
+
+#[test]
+fn a_paused_replica_is_out_of_rotation_until_unpaused() {
+    let run = TestRun::new("pause");
+    let network = run.network("net");
+    let host = run.host("web");
+    let replica = |name: &str| {
+        run.backend(name)
+            .label("dockhand.host", &host)
+            .network(&network)
+            .run()
+    };
+    let (kept, paused) = (replica("kept"), replica("paused"));
+    let dockhand = DockhandOnHost::start(&[]);
+    let answers = |rounds: usize| -> std::collections::BTreeSet<String> {
+        (0..rounds)
+            .map(|_| answered_by(&wait_for_200(dockhand.addr, &host, "/")))
+            .collect()
+    };
+    wait_until("both replicas answer", || {
+        (answers(6).len() == 2).then_some(())
+    });
+    paused.pause();
+    wait_until("only the running replica answers", || {
+        (answers(6) == std::collections::BTreeSet::from([kept.name.clone()])).then_some(())
+    });
+    paused.unpause();
+    wait_until("both again", || (answers(6).len() == 2).then_some(()));
+}
+
+#[test]
+fn a_host_network_container_is_reached_on_loopback_from_the_host() {
+    let run = TestRun::new("host-network");
+    let host = run.host("local");
+    let port = free_port().to_string();
+    let listen = format!("127.0.0.1:{port}");
+    // Not `backend()`: Docker refuses a hostname with the host network.
+    let _local = run
+        .container("local", &backend_image())
+        .options(&["--network=host", "--no-healthcheck"])
+        .env("LISTEN", &listen)
+        .label("dockhand.host", &host)
+        .label("dockhand.port", &port)
+        .run();
+    let dockhand = DockhandOnHost::start(&[]);
+    let response = wait_for_200(dockhand.addr, &host, "/");
+    assert_eq!(response.json()["path"], "/");
+    let events = access_events(&dockhand.log(), &host);
+    assert!(
+        events.iter().any(|e| e["upstream"] == listen.as_str()),
+        "{events:?}"
+    );
 }
