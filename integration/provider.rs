@@ -38,6 +38,18 @@ fn wait_for_200(addr: SocketAddr, host: &str, path: &str) -> HttpResponse {
     })
 }
 
+/// A test backend routed for `host`, on `network`.
+fn routed_backend<'r>(
+    run: &'r TestRun,
+    name: &str,
+    host: &str,
+    network: &Network,
+) -> ContainerSpec<'r> {
+    run.backend(name)
+        .label("dockhand.host", host)
+        .network(network)
+}
+
 /// The container that answered (the backend answers with its hostname).
 fn answered_by(response: &HttpResponse) -> String {
     response.json()["hostname"]
@@ -59,11 +71,7 @@ fn a_labelled_container_is_routed_by_dockhand_on_the_host() {
     let run = TestRun::new("on-host");
     let network = run.network("net");
     let host = run.host("web");
-    let web = run
-        .backend("web")
-        .label("dockhand.host", &host)
-        .network(&network)
-        .run();
+    let web = routed_backend(&run, "web", &host, &network).run();
     let dockhand = DockhandOnHost::start(&[]);
     let response = wait_for_200(dockhand.addr, &host, "/hello?x=1");
     assert_eq!(answered_by(&response), web.name);
@@ -82,11 +90,7 @@ fn dockhand_in_a_container_routes_containers_on_its_network() {
     let run = TestRun::new("in-container");
     let network = run.network("web");
     let host = run.host("app");
-    let app = run
-        .backend("app")
-        .label("dockhand.host", &host)
-        .network(&network)
-        .run();
+    let app = routed_backend(&run, "app", &host, &network).run();
     let dockhand = run.dockhand_in_container("dockhand", &network, &[]);
     let response = wait_for_200(dockhand.addr, &host, "/");
     assert_eq!(answered_by(&response), app.name);
@@ -100,12 +104,7 @@ fn recreating_the_only_container_loses_no_request() {
     let run = TestRun::new("recreate");
     let network = run.network("net");
     let host = run.host("web");
-    let start_web = || {
-        run.backend("web")
-            .label("dockhand.host", &host)
-            .network(&network)
-            .run()
-    };
+    let start_web = || routed_backend(&run, "web", &host, &network).run();
     let first = start_web();
     let first_ip = first.ip(&network);
     let dockhand = DockhandOnHost::start(&[]);
@@ -252,10 +251,7 @@ fn networks_are_chosen_as_documented() {
     let (two_nets, labelled, isolated) =
         (run.host("two"), run.host("labelled"), run.host("isolated"));
     // A container on front and back is reached through front, dockhand's first choice.
-    let both = run
-        .backend("both")
-        .label("dockhand.host", &two_nets)
-        .network(&back)
+    let both = routed_backend(&run, "both", &two_nets, &back)
         .network(&front)
         .run();
     // The label picks back over that preference.
@@ -266,11 +262,7 @@ fn networks_are_chosen_as_documented() {
         .network(&front)
         .network(&back)
         .run();
-    let alone = run
-        .backend("alone")
-        .label("dockhand.host", &isolated)
-        .network(&elsewhere)
-        .run();
+    let alone = routed_backend(&run, "alone", &isolated, &elsewhere).run();
 
     // On both networks, front preferred by --network order (by name, back would win).
     let preference = [
@@ -330,11 +322,7 @@ fn an_unhealthy_container_gets_no_traffic_until_healthy() {
     let run = TestRun::new("health");
     let network = run.network("net");
     let host = run.host("web");
-    let healthy = run
-        .backend("healthy")
-        .label("dockhand.host", &host)
-        .network(&network)
-        .run();
+    let healthy = routed_backend(&run, "healthy", &host, &network).run();
     let slow = run
         .backend("slow")
         .label("dockhand.host", &host)
@@ -368,11 +356,7 @@ fn bad_labels_are_diagnosed_and_other_routes_keep_working() {
     let run = TestRun::new("bad-labels");
     let network = run.network("net");
     let (good_host, bad_host) = (run.host("good"), run.host("bad"));
-    let good = run
-        .backend("good")
-        .label("dockhand.host", &good_host)
-        .network(&network)
-        .run();
+    let good = routed_backend(&run, "good", &good_host, &network).run();
     let dockhand = DockhandOnHost::start(&[]);
     wait_for_200(dockhand.addr, &good_host, "/");
     let bad = run
@@ -406,11 +390,7 @@ fn routes_survive_a_docker_daemon_restart() {
     let run = TestRun::exclusive("daemon-restart");
     let network = run.network("net");
     let host = run.host("web");
-    let web = run
-        .backend("web")
-        .label("dockhand.host", &host)
-        .network(&network)
-        .run();
+    let web = routed_backend(&run, "web", &host, &network).run();
     let dockhand = DockhandOnHost::start(&[]);
     wait_for_200(dockhand.addr, &host, "/");
     let restarting = Arc::new(AtomicBool::new(true));
@@ -453,11 +433,7 @@ fn routes_survive_a_docker_daemon_restart() {
         web.name
     );
     let later_host = run.host("later");
-    let later = run
-        .backend("later")
-        .label("dockhand.host", &later_host)
-        .network(&network)
-        .run();
+    let later = routed_backend(&run, "later", &later_host, &network).run();
     assert_eq!(
         answered_by(&wait_for_200(dockhand.addr, &later_host, "/")),
         later.name
@@ -512,12 +488,7 @@ fn a_paused_replica_is_out_of_rotation_until_unpaused() {
     let run = TestRun::new("pause");
     let network = run.network("net");
     let host = run.host("web");
-    let replica = |name: &str| {
-        run.backend(name)
-            .label("dockhand.host", &host)
-            .network(&network)
-            .run()
-    };
+    let replica = |name: &str| routed_backend(&run, name, &host, &network).run();
     let (kept, paused) = (replica("kept"), replica("paused"));
     let dockhand = DockhandOnHost::start(&[]);
     let answers = |rounds: usize| -> std::collections::BTreeSet<String> {

@@ -137,3 +137,25 @@ async fn each_request_writes_one_json_access_log_event() {
     assert_eq!(missed["error"], "no_host");
     assert_eq!(missed["path"], "/x");
 }
+
+#[tokio::test]
+async fn without_docker_the_routes_file_is_served_and_docker_is_retried() {
+    let backend = Backend::echo("a").await;
+    let missing = tempfile::tempdir().unwrap();
+    let socket = format!("unix://{}/docker.sock", missing.path().display());
+    let process = ProxyProcess::start_with_flags(
+        &one_route("example.com", backend.addr),
+        &["--docker-host", &socket],
+    )
+    .await;
+    assert_eq!(
+        get(process.addr, "example.com", "/")
+            .await
+            .header("x-backend"),
+        "a"
+    );
+    eventually("Docker retried with a warning", || {
+        std::future::ready(process.stdout().matches("Docker unreachable").count() >= 2)
+    })
+    .await;
+}

@@ -325,15 +325,23 @@ impl ProxyProcess {
         self.dir.path().join("routes.json")
     }
 
-    /// Starts the binary with `routes` and `extra` flags, and waits until it answers.
+    /// Starts the binary without Docker, with `routes` and `extra` flags, and
+    /// waits until it answers.
     pub async fn start(routes: &str, extra: &[&str]) -> ProxyProcess {
+        let mut flags = vec!["--no-docker"];
+        flags.extend_from_slice(extra);
+        ProxyProcess::start_with_flags(routes, &flags).await
+    }
+
+    /// As `start`, with exactly the flags given besides the routes, listen
+    /// address and log format.
+    pub async fn start_with_flags(routes: &str, extra: &[&str]) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         let addr = free_port();
         let log = std::fs::File::create(dir.path().join("stdout.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_dockhand"))
-            .arg("--no-docker")
             .arg("--routes")
             .arg(&routes_path)
             .arg("--http-listen")
