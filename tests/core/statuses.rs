@@ -32,17 +32,30 @@ async fn refused_connection_is_502() {
     );
 }
 
-#[tokio::test]
-async fn an_answer_that_is_not_http_is_502() {
+/// An upstream that reads each request, then answers with `respond`.
+async fn raw_upstream<F, Fut>(respond: F) -> std::net::SocketAddr
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move {
         while let Ok((mut stream, _)) = listener.accept().await {
             let mut buffer = [0; 1024];
             let _ = stream.read(&mut buffer).await;
-            let _ = stream.write_all(b"SMTP ready\r\n\r\n").await;
+            respond(stream).await;
         }
     });
+    addr
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_http_is_502() {
+    let addr = raw_upstream(|mut stream| async move {
+        let _ = stream.write_all(b"SMTP ready\r\n\r\n").await;
+    })
+    .await;
     let proxy = Proxy::start(&one_route("example.com", addr)).await;
     assert_own_status(
         &get(proxy.addr, "example.com", "/").await,
@@ -53,17 +66,12 @@ async fn an_answer_that_is_not_http_is_502() {
 
 #[tokio::test]
 async fn a_connection_reset_before_the_answer_is_502() {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let mut buffer = [0; 1024];
-            let _ = stream.read(&mut buffer).await;
-            // Linger 0 turns the close into a reset.
-            let _ = stream.set_zero_linger();
-            drop(stream);
-        }
-    });
+    let addr = raw_upstream(|stream| async move {
+        // Linger 0 turns the close into a reset.
+        let _ = stream.set_zero_linger();
+        drop(stream);
+    })
+    .await;
     let proxy = Proxy::start(&one_route("example.com", addr)).await;
     assert_own_status(
         &get(proxy.addr, "example.com", "/").await,
