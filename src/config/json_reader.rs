@@ -175,14 +175,7 @@ impl<'a> Object<'a> {
         match value.as_u64() {
             Some(n) if range.contains(&n) => Some(n),
             _ => {
-                problems.report(
-                    &path,
-                    format!(
-                        "must be a whole number from {} to {}, found {value}",
-                        range.start(),
-                        range.end()
-                    ),
-                );
+                problems.report(&path, super::values::not_in_range(value, &range));
                 None
             }
         }

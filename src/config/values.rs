@@ -36,12 +36,17 @@ pub const SRV_ONLY: &str = "applies only with mode \"srv\"";
 pub fn whole_number(text: &str, range: RangeInclusive<u64>) -> Result<u64, String> {
     match text.trim().parse::<u64>() {
         Ok(n) if range.contains(&n) => Ok(n),
-        _ => Err(format!(
-            "must be a whole number from {} to {}, found {text}",
-            range.start(),
-            range.end()
-        )),
+        _ => Err(not_in_range(text, &range)),
     }
+}
+
+/// Why `found` was refused where a whole number in `range` belongs.
+pub fn not_in_range(found: impl std::fmt::Display, range: &RangeInclusive<u64>) -> String {
+    format!(
+        "must be a whole number from {} to {}, found {found}",
+        range.start(),
+        range.end()
+    )
 }
 
 /// `true` or `false`, in any letter case (YAML tools differ in how they write them).

@@ -24,12 +24,13 @@ fn assert_own_status(reply: &Reply, status: u16, reason: &str) {
 #[tokio::test]
 async fn refused_connection_is_502() {
     let closed_port = free_port();
-    let proxy = Proxy::start(&one_route("example.com", closed_port)).await;
-    assert_own_status(
-        &get(proxy.addr, "example.com", "/").await,
-        502,
-        "connect_refused",
-    );
+    assert_own_status(&through_proxy_to(closed_port).await, 502, "connect_refused");
+}
+
+/// `GET /` through a proxy whose one route goes to `upstream`.
+async fn through_proxy_to(upstream: std::net::SocketAddr) -> Reply {
+    let proxy = Proxy::start(&one_route("example.com", upstream)).await;
+    get(proxy.addr, "example.com", "/").await
 }
 
 /// An upstream that reads each request, then answers with `respond`.
@@ -56,12 +57,7 @@ async fn an_answer_that_is_not_http_is_502() {
         let _ = stream.write_all(b"SMTP ready\r\n\r\n").await;
     })
     .await;
-    let proxy = Proxy::start(&one_route("example.com", addr)).await;
-    assert_own_status(
-        &get(proxy.addr, "example.com", "/").await,
-        502,
-        "bad_response",
-    );
+    assert_own_status(&through_proxy_to(addr).await, 502, "bad_response");
 }
 
 #[tokio::test]
@@ -72,12 +68,7 @@ async fn a_connection_reset_before_the_answer_is_502() {
         drop(stream);
     })
     .await;
-    let proxy = Proxy::start(&one_route("example.com", addr)).await;
-    assert_own_status(
-        &get(proxy.addr, "example.com", "/").await,
-        502,
-        "bad_response",
-    );
+    assert_own_status(&through_proxy_to(addr).await, 502, "bad_response");
 }
 
 #[tokio::test]
