@@ -9,8 +9,11 @@ mod facts;
 mod grace;
 mod self_container;
 
-pub use api::{BollardApi, DockerApi, DockerError, DockerEvent, EventAction};
+pub use api::{BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream};
 pub use grace::Grace;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;

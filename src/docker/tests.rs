@@ -1,0 +1,224 @@
+//! The provider loop fed by a fake Docker: events, stops, grace periods,
+//! re-lists and a lost event stream, on tokio's paused clock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::labels::Health;
+use crate::routes::RouteMiss;
+
+/// A Docker engine in memory: what `inspect` answers, and events sent by the test.
+struct FakeDocker {
+    containers: Mutex<BTreeMap<String, ContainerFacts>>,
+    events: Mutex<Option<mpsc::UnboundedReceiver<Result<DockerEvent, DockerError>>>>,
+}
+
+impl DockerApi for Arc<FakeDocker> {
+    async fn list_container_ids(&self) -> Result<Vec<String>, DockerError> {
+        Ok(self.containers.lock().unwrap().keys().cloned().collect())
+    }
+
+    async fn inspect(&self, id: &str) -> Result<Option<ContainerFacts>, DockerError> {
+        Ok(self.containers.lock().unwrap().get(id).cloned())
+    }
+
+    fn events(&self) -> EventStream {
+        let mut receiver = self
+            .events
+            .lock()
+            .unwrap()
+            .take()
+            .expect("one subscription");
+        Box::pin(futures_util::stream::poll_fn(move |cx| {
+            receiver.poll_recv(cx)
+        }))
+    }
+}
+
+struct Harness {
+    docker: Arc<FakeDocker>,
+    events: mpsc::UnboundedSender<Result<DockerEvent, DockerError>>,
+    router: Arc<Router>,
+    follow: tokio::task::JoinHandle<DockerError>,
+}
+
+const GRACE: Duration = Duration::from_secs(5);
+const RELIST: Duration = Duration::from_secs(60);
+
+fn web(id: &str, ip: &str) -> ContainerFacts {
+    ContainerFacts {
+        id: id.to_owned(),
+        name: format!("web-{id}"),
+        created: 1,
+        labels: BTreeMap::from([("dockhand.host".to_owned(), "web.test".to_owned())]),
+        running: true,
+        health: None,
+        networks: BTreeMap::from([("net".to_owned(), Some(ip.parse().unwrap()))]),
+        network_mode: "net".to_owned(),
+        exposed_ports: [8080].into(),
+        compose_project: None,
+    }
+}
+
+impl Harness {
+    async fn start(containers: Vec<ContainerFacts>) -> Harness {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let docker = Arc::new(FakeDocker {
+            containers: Mutex::new(containers.into_iter().map(|c| (c.id.clone(), c)).collect()),
+            events: Mutex::new(Some(receiver)),
+        });
+        let router = Arc::new(Router::default());
+        let settings = DockerSettings {
+            host: "unix:///fake.sock".to_owned(),
+            networks: vec!["net".to_owned()],
+            label_prefix: "dockhand".to_owned(),
+            upstream_wait: GRACE,
+            relist_interval: RELIST,
+        };
+        let mut changes = router.subscribe();
+        let follow = tokio::spawn({
+            let (docker, router) = (docker.clone(), router.clone());
+            async move {
+                let mut state = ProviderState::new(&settings);
+                follow(&docker, &settings, &mut state, &router).await
+            }
+        });
+        changes.changed().await.unwrap();
+        Harness {
+            docker,
+            events,
+            router,
+            follow,
+        }
+    }
+
+    /// The addresses `web.test/` is sent to now.
+    fn upstreams(&self) -> Result<Vec<String>, RouteMiss> {
+        let table = self.router.current();
+        let location = table.find("web.test", "/")?;
+        Ok((0..location.upstreams.len())
+            .filter_map(|_| location.upstreams.pick())
+            .map(|endpoint| endpoint.address.to_string())
+            .collect())
+    }
+
+    fn set(&self, facts: ContainerFacts) {
+        self.docker
+            .containers
+            .lock()
+            .unwrap()
+            .insert(facts.id.clone(), facts);
+    }
+
+    fn remove(&self, id: &str) {
+        self.docker.containers.lock().unwrap().remove(id);
+    }
+
+    /// Sends an event and waits until the provider has dealt with it.
+    async fn event(&self, container: &str, action: EventAction) {
+        let event = DockerEvent {
+            container: container.to_owned(),
+            action,
+        };
+        self.events.send(Ok(event)).unwrap();
+        // The loop handles one event per turn; a paused clock lets it run.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn containers_at_start_are_routed() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2"), web("b", "10.0.0.3")]).await;
+    let mut upstreams = harness.upstreams().unwrap();
+    upstreams.sort();
+    assert_eq!(upstreams, ["10.0.0.2:8080", "10.0.0.3:8080"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_takes_the_container_out_at_once_though_inspect_still_says_running() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2"), web("b", "10.0.0.3")]).await;
+    harness.event("a", EventAction::Stopping).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.3:8080"]);
+    // A health event while it stops must not bring it back.
+    harness.event("a", EventAction::Health).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.3:8080"]);
+    // Started again: back in rotation.
+    harness.event("a", EventAction::Start).await;
+    assert_eq!(harness.upstreams().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_destroyed_last_container_is_kept_empty_for_the_grace_then_removed() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
+    harness.remove("a");
+    harness.event("a", EventAction::Destroy).await;
+    assert_eq!(harness.upstreams(), Ok(vec![]), "kept, without upstreams");
+
+    tokio::time::sleep(GRACE - Duration::from_millis(100)).await;
+    assert_eq!(harness.upstreams(), Ok(vec![]));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        harness.upstreams(),
+        Err(RouteMiss::NoHost),
+        "removed after the grace"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recreate_within_the_grace_is_followed_to_the_new_address() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
+    harness.remove("a");
+    harness.event("a", EventAction::Destroy).await;
+    harness.set(web("b", "10.0.0.9"));
+    harness.event("b", EventAction::Start).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.9:8080"]);
+    tokio::time::sleep(GRACE * 2).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.9:8080"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn health_decides_whether_a_container_is_an_upstream() {
+    let starting = ContainerFacts {
+        health: Some(Health::Starting),
+        ..web("a", "10.0.0.2")
+    };
+    let harness = Harness::start(vec![starting.clone(), web("b", "10.0.0.3")]).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.3:8080"]);
+    harness.set(ContainerFacts {
+        health: Some(Health::Healthy),
+        ..starting.clone()
+    });
+    harness.event("a", EventAction::Health).await;
+    assert_eq!(harness.upstreams().unwrap().len(), 2);
+    harness.set(ContainerFacts {
+        health: Some(Health::Unhealthy),
+        ..starting
+    });
+    harness.event("a", EventAction::Health).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.3:8080"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_periodic_relist_catches_what_no_event_said() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
+    // A container appears without an event (one lost in a reconnect, say).
+    harness.set(web("b", "10.0.0.3"));
+    tokio::time::sleep(RELIST - Duration::from_secs(1)).await;
+    assert_eq!(harness.upstreams().unwrap().len(), 1);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(harness.upstreams().unwrap().len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lost_event_stream_ends_follow_and_keeps_the_routes() {
+    let mut harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
+    harness.events.send(Err(DockerError::EventsEnded)).unwrap();
+    let error = (&mut harness.follow).await.unwrap();
+    assert!(matches!(error, DockerError::EventsEnded), "{error}");
+    // The routes stay as they were while the provider reconnects.
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.2:8080"]);
+}
