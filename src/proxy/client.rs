@@ -119,3 +119,38 @@ pub fn connect_error(error: &hyper_util::client::legacy::Error) -> Option<&Conne
 }
 
 pub type UpstreamResponse = Response<Incoming>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tower_service::Service;
+
+    fn connector() -> Connector {
+        Connector {
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    #[tokio::test]
+    async fn connections_are_opened_with_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("http://{}/", listener.local_addr().unwrap())
+            .parse()
+            .unwrap();
+        let stream = connector().call(uri).await.unwrap();
+        assert!(stream.inner().nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_told_apart() {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let uri: Uri = format!("http://{closed}/").parse().unwrap();
+        assert!(matches!(
+            connector().call(uri).await,
+            Err(ConnectError::Refused)
+        ));
+    }
+}

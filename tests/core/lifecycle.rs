@@ -159,3 +159,27 @@ async fn without_docker_the_routes_file_is_served_and_docker_is_retried() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn every_flag_can_come_from_the_environment() {
+    let backend = Backend::echo("a").await;
+    let dir = tempfile::tempdir().unwrap();
+    let routes = dir.path().join("routes.json");
+    std::fs::write(&routes, one_route("example.com", backend.addr)).unwrap();
+    let addr = free_port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dockhand"))
+        .env("DOCKHAND_HTTP_LISTEN", addr.to_string())
+        .env("DOCKHAND_ROUTES", &routes)
+        .env("DOCKHAND_NO_DOCKER", "true")
+        .env("DOCKHAND_LOG_FORMAT", "json")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("it listens where the environment said", || async {
+        tokio::net::TcpStream::connect(addr).await.is_ok()
+    })
+    .await;
+    assert_eq!(get(addr, "example.com", "/").await.header("x-backend"), "a");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
