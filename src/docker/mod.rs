@@ -90,6 +90,12 @@ impl ProviderState {
             logged: BTreeSet::new(),
         }
     }
+
+    /// Keeps what inspect said of a container; one told to stop stays out of rotation.
+    fn remember(&mut self, mut facts: ContainerFacts) {
+        facts.running &= !self.stopping.contains(&facts.id);
+        self.containers.push(facts);
+    }
 }
 
 /// Follows Docker until the connection fails; returns why.
@@ -161,24 +167,21 @@ async fn learn_own_networks<A: DockerApi>(
 }
 
 async fn relist<A: DockerApi>(api: &A, state: &mut ProviderState) -> Result<(), DockerError> {
-    let mut containers = Vec::new();
+    let mut listed = Vec::new();
     for id in api.list_container_ids().await? {
         // A container removed between list and inspect is simply absent.
         if let Some(facts) = api.inspect(&id).await? {
-            containers.push(facts);
+            listed.push(facts);
         }
     }
-    // A full list is the truth: it ends any stop Docker has carried out.
+    // Stops Docker has carried out are over; a container still running may still be stopping.
     state
         .stopping
-        .retain(|id| containers.iter().any(|c| &c.id == id && c.running));
-    state.containers = containers;
-    let stopping = &state.stopping;
-    state
-        .containers
-        .iter_mut()
-        .filter(|c| stopping.contains(&c.id))
-        .for_each(|c| c.running = false);
+        .retain(|id| listed.iter().any(|c| &c.id == id && c.running));
+    state.containers.clear();
+    for facts in listed {
+        state.remember(facts);
+    }
     Ok(())
 }
 
@@ -193,27 +196,22 @@ async fn apply_event<A: DockerApi>(
         return learn_own_networks(api, settings, state).await;
     }
     match event.action {
-        EventAction::Stopping => {
-            // Inspect still says running while the container shuts down.
-            state.stopping.insert(event.container.clone());
-        }
-        EventAction::Start | EventAction::Die | EventAction::Destroy => {
-            state.stopping.remove(&event.container);
-        }
-        _ => {}
-    }
+        // Inspect still says running while the container shuts down.
+        EventAction::Stopping => state.stopping.insert(event.container.clone()),
+        EventAction::Start | EventAction::Die => state.stopping.remove(&event.container),
+        _ => false,
+    };
     let facts = if event.action == EventAction::Destroy {
         None
     } else {
         api.inspect(&event.container).await?
     };
     state.containers.retain(|c| c.id != event.container);
-    if let Some(mut facts) = facts {
-        facts.running &= !state.stopping.contains(&facts.id);
-        state.containers.push(facts);
-    } else if event.action == EventAction::Stopping {
-        // Gone already; nothing to keep.
-        state.stopping.remove(&event.container);
+    match facts {
+        Some(facts) => state.remember(facts),
+        None => {
+            state.stopping.remove(&event.container);
+        }
     }
     Ok(())
 }
@@ -222,7 +220,7 @@ async fn apply_event<A: DockerApi>(
 /// grace period and hands the result to the router (which swaps only on change).
 fn publish(state: &mut ProviderState, router: &Router) {
     let (built, diagnostics) = build_hosts(&state.containers, &state.context);
-    let current: BTreeSet<String> = diagnostics.iter().map(ToString::to_string).collect();
+    let mut current = BTreeSet::new();
     for diagnostic in &diagnostics {
         let text = diagnostic.to_string();
         if !state.logged.contains(&text) {
@@ -231,6 +229,7 @@ fn publish(state: &mut ProviderState, router: &Router) {
                 Severity::Error => tracing::error!(diagnostic = %text, "label diagnostic"),
             }
         }
+        current.insert(text);
     }
     state.logged = current;
     let desired = state.grace.apply(built, Instant::now());
