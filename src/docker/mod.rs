@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use crate::labels::{build_hosts, BuildContext, ContainerFacts, Severity};
-use crate::routes::{Router, Source};
+use crate::routes::{unapplied_settings, Router, Source};
 
 /// What the provider needs from the command line.
 #[derive(Debug, Clone)]
@@ -70,7 +70,7 @@ pub struct ProviderState {
     context: BuildContext,
     own_id: Option<String>,
     grace: Grace,
-    /// Diagnostics already logged, so each is logged once while it lasts.
+    /// Diagnostics and notes already logged, so each is logged once while it lasts.
     logged: BTreeSet<String>,
 }
 
@@ -230,6 +230,13 @@ fn publish(state: &mut ProviderState, router: &Router) {
             }
         }
         current.insert(text);
+    }
+    // Label settings this version accepts but does not apply yet, said once as for the file.
+    for note in unapplied_settings(&built) {
+        if !state.logged.contains(&note) {
+            tracing::warn!("{note}");
+        }
+        current.insert(note);
     }
     state.logged = current;
     let desired = state.grace.apply(built, Instant::now());
