@@ -1,5 +1,5 @@
 # dockhand from source: one static binary in an image that holds nothing else
-# but the CA certificates (for TLS upstreams and ACME).
+# but the CA certificates (for upstreams reached over TLS).
 #
 #   docker build -t dockhand .
 #   docker run -d --name dockhand -p 80:80 -p 443:443 \
@@ -31,15 +31,12 @@ COPY . .
 RUN target="$(rustc -vV | sed -n 's/^host: //p')" \
  && RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --locked --release --target "$target" -p dockhand \
- && mkdir -p /out/var/lib/dockhand \
+ && mkdir -p /out \
  && cp "target/$target/release/dockhand" /out/dockhand
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/dockhand /dockhand
-# The default ACME storage (--acme-storage), writable by the user below; mount
-# a volume there to keep certificates across container recreation.
-COPY --from=build --chown=65534:65534 /out/var/lib/dockhand /var/lib/dockhand
 
 # Where the source came from: `docker build --build-arg SOURCE=<repository URL> .`
 ARG SOURCE=""
