@@ -22,6 +22,7 @@ pub mod docker;
 pub mod file_provider;
 pub mod labels;
 pub mod proxy;
+pub mod resolve;
 pub mod routes;
 pub mod upstream;
 
