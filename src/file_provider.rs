@@ -10,7 +10,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::config::{parse_routes_file, ConfigErrors, DesiredHosts};
-use crate::routes::{unapplied_settings, Router, Source};
+use crate::routes::{Router, Source};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RoutesFileError {
@@ -35,7 +35,7 @@ impl FileProvider {
     pub fn start(path: PathBuf, router: Arc<Router>) -> Result<FileProvider, RoutesFileError> {
         let text = read(&path)?;
         let desired = parse(&path, &text)?;
-        publish(&router, &path, &desired);
+        router.publish(Source::File, desired);
         Ok(FileProvider {
             path,
             router,
@@ -74,8 +74,9 @@ impl FileProvider {
         }
         match parse(&self.path, &text) {
             Ok(desired) => {
-                publish(&self.router, &self.path, &desired);
-                tracing::info!(path = %self.path.display(), hosts = desired.hosts.len(), "routes file reloaded");
+                let hosts = desired.hosts.len();
+                self.router.publish(Source::File, desired);
+                tracing::info!(path = %self.path.display(), hosts, "routes file reloaded");
             }
             Err(error) => {
                 tracing::error!(%error, "routes file not reloaded; keeping the current routes");
@@ -97,11 +98,4 @@ fn parse(path: &Path, text: &str) -> Result<DesiredHosts, RoutesFileError> {
         path: path.to_owned(),
         errors,
     })
-}
-
-fn publish(router: &Router, path: &Path, desired: &DesiredHosts) {
-    for note in unapplied_settings(desired) {
-        tracing::warn!(path = %path.display(), "{note}");
-    }
-    router.publish(Source::File, desired.clone());
 }

@@ -36,6 +36,7 @@ use config::Settings;
 use file_provider::{FileProvider, RoutesFileError};
 use proxy::{ProxyState, ServerSettings, UpstreamClient};
 use routes::Router;
+use upstream::{tcp_probe, EndpointRegistry};
 
 /// Serves on `listener` until `shutdown` resolves, then drains in-flight
 /// requests for up to the shutdown timeout. `reload` re-reads the routes file
@@ -46,7 +47,8 @@ pub async fn run(
     reload: Arc<Notify>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RoutesFileError> {
-    let router = Arc::new(Router::default());
+    let registry = Arc::new(EndpointRegistry::new(tcp_probe(settings.connect_timeout)));
+    let router = Arc::new(Router::new(registry.clone()));
     let watcher = match &settings.routes_file {
         Some(path) => {
             let provider = FileProvider::start(path.clone(), router.clone())?;
@@ -62,7 +64,8 @@ pub async fn run(
         .map(|docker| tokio::spawn(docker::run_provider(docker, router.clone())));
     let state = Arc::new(ProxyState {
         router,
-        client: UpstreamClient::new(settings.connect_timeout),
+        client: UpstreamClient::new(settings.connect_timeout, registry),
+        resolve_hints: Arc::new(()),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,
     });

@@ -150,7 +150,7 @@ impl PartialEq for Rewrite {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Protocol {
     #[default]
     Http1,
@@ -158,7 +158,7 @@ pub enum Protocol {
     H2c,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SrvResolution {
     /// `host:port` of the DNS server to ask; `None` means the system resolver.
     pub resolver: Option<(String, u16)>,
@@ -168,7 +168,7 @@ pub struct SrvResolution {
     pub tls_server_name: TlsServerName,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum TlsServerName {
     #[default]
     Owner,

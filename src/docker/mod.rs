@@ -23,7 +23,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use crate::labels::{build_hosts, BuildContext, ContainerFacts, Severity};
-use crate::routes::{unapplied_settings, Router, Source};
+use crate::routes::{Router, Source};
 
 /// What the provider needs from the command line.
 #[derive(Debug, Clone)]
@@ -230,13 +230,6 @@ fn publish(state: &mut ProviderState, router: &Router) {
             }
         }
         current.insert(text);
-    }
-    // Label settings this version accepts but does not apply yet, said once as for the file.
-    for note in unapplied_settings(&built) {
-        if !state.logged.contains(&note) {
-            tracing::warn!("{note}");
-        }
-        current.insert(note);
     }
     state.logged = current;
     let desired = state.grace.apply(built, Instant::now());

@@ -100,9 +100,11 @@ impl Harness {
     fn upstreams(&self) -> Result<Vec<String>, RouteMiss> {
         let table = self.router.current();
         let location = table.find("web.test", "/")?;
-        Ok((0..location.upstreams.len())
-            .filter_map(|_| location.upstreams.pick())
-            .map(|endpoint| endpoint.address.to_string())
+        Ok(location
+            .upstreams
+            .endpoints()
+            .iter()
+            .map(|endpoint| endpoint.to_string())
             .collect())
     }
 

@@ -2,9 +2,12 @@
 //! it carries the bytes sent and the whole duration), at target `dockhand::access`.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 use http::{HeaderValue, Method, StatusCode, Uri};
+
+use crate::upstream::Endpoint;
 
 pub const TARGET: &str = "dockhand::access";
 
@@ -17,7 +20,8 @@ pub struct AccessRecord {
     /// The URI as the client sent it: the log shows its path, before any rewrite.
     pub uri: Uri,
     pub status: StatusCode,
-    pub upstream: Option<SocketAddr>,
+    /// The last upstream the request was sent to.
+    pub upstream: Option<Arc<Endpoint>>,
     pub error: Option<&'static str>,
 }
 
@@ -28,7 +32,7 @@ impl AccessRecord {
             .as_ref()
             .and_then(|h| h.to_str().ok())
             .unwrap_or("");
-        let upstream = self.upstream.map(|address| address.to_string());
+        let upstream = self.upstream.as_ref().map(|endpoint| endpoint.to_string());
         tracing::info!(
             target: TARGET,
             client = %self.client,

@@ -10,11 +10,14 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::access_log::AccessRecord;
+use crate::upstream::InFlight;
 
 pub struct ProxyBody {
     inner: Inner,
     bytes_out: u64,
     record: Option<Box<AccessRecord>>,
+    /// The request counts as in flight to its upstream until its body ends.
+    _in_flight: Option<InFlight>,
 }
 
 enum Inner {
@@ -23,23 +26,24 @@ enum Inner {
 }
 
 impl ProxyBody {
-    pub fn upstream(body: Incoming) -> ProxyBody {
-        ProxyBody::new(Inner::Upstream(body))
+    pub fn upstream(body: Incoming, in_flight: InFlight) -> ProxyBody {
+        ProxyBody::new(Inner::Upstream(body), Some(in_flight))
     }
 
     pub fn message(text: Bytes) -> ProxyBody {
-        ProxyBody::new(Inner::Message(Some(text)))
+        ProxyBody::new(Inner::Message(Some(text)), None)
     }
 
     pub fn empty() -> ProxyBody {
-        ProxyBody::new(Inner::Message(None))
+        ProxyBody::new(Inner::Message(None), None)
     }
 
-    fn new(inner: Inner) -> ProxyBody {
+    fn new(inner: Inner, in_flight: Option<InFlight>) -> ProxyBody {
         ProxyBody {
             inner,
             bytes_out: 0,
             record: None,
+            _in_flight: in_flight,
         }
     }
 

@@ -39,15 +39,11 @@ impl ProxyError {
         }
     }
 
-    /// The upstream could not be reached, or dropped the connection before
-    /// answering: nothing of a response was received.
-    pub fn is_connection_failure(self) -> bool {
+    /// The upstream could not be reached: nothing of the request was sent.
+    pub fn is_connect_failure(self) -> bool {
         matches!(
             self,
-            ProxyError::ConnectRefused
-                | ProxyError::ConnectTimeout
-                | ProxyError::ConnectFailed
-                | ProxyError::BadResponse
+            ProxyError::ConnectRefused | ProxyError::ConnectTimeout | ProxyError::ConnectFailed
         )
     }
 

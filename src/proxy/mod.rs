@@ -5,10 +5,12 @@
 mod access_log;
 mod body;
 mod client;
+mod connection;
 mod error;
 mod forward;
 mod headers;
 mod request_body;
+pub mod rewrite;
 mod server;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;

@@ -56,3 +56,17 @@ pub trait Dns: Send + Sync + 'static {
     /// SRV records of `owner`, exactly as given.
     fn lookup_srv<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<SrvAnswer, LookupError>>;
 }
+
+/// What the proxy tells the name resolver while handling requests.
+pub trait ResolveHints: Send + Sync + 'static {
+    /// Connecting to an address of `name` failed.
+    fn failed_connect(&self, name: &str);
+    /// A request found no upstream in a location using `name`.
+    fn no_upstream(&self, name: &str);
+}
+
+/// For a proxy without names to resolve.
+impl ResolveHints for () {
+    fn failed_connect(&self, _: &str) {}
+    fn no_upstream(&self, _: &str) {}
+}

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::Source;
-use crate::config::{DesiredHosts, HostConfig, HostPattern, LocationConfig, UpstreamTarget};
-use crate::upstream::UpstreamSet;
+use crate::config::{DesiredHosts, HostConfig, HostPattern, LocationConfig, Retry, Rewrite};
+use crate::upstream::{BuildContext, CheckSettings, UpstreamSet};
 
 #[derive(Default)]
 pub struct RouteTable {
@@ -29,6 +29,16 @@ pub struct Location {
     /// Its upstreams come from containers, which move: a request that finds
     /// none, or loses one, waits for the next table.
     pub follows_containers: bool,
+    pub retry: Option<Retry>,
+    pub rewrite: Option<Rewrite>,
+}
+
+impl Location {
+    /// Whether its upstreams can move under a request (containers, DNS
+    /// names), so one that lost its upstream may wait for where it went.
+    pub fn follows_moves(&self) -> bool {
+        self.follows_containers || !self.upstreams.names().is_empty()
+    }
 }
 
 /// Why a request matched nothing.
@@ -39,14 +49,12 @@ pub enum RouteMiss {
 }
 
 impl RouteTable {
-    /// A table of one source's hosts (the routes file's).
-    pub fn build(desired: &DesiredHosts) -> RouteTable {
-        RouteTable::build_merged(&BTreeMap::from([(Source::File, desired.clone())]))
-    }
-
     /// A table of every source's hosts; a host defined by several sources is
     /// taken from the first (in `Source` order) and the others are skipped.
-    pub fn build_merged(sources: &BTreeMap<Source, DesiredHosts>) -> RouteTable {
+    pub fn build(
+        sources: &BTreeMap<Source, DesiredHosts>,
+        context: &BuildContext<'_>,
+    ) -> RouteTable {
         let mut table = RouteTable::default();
         let mut taken = HashSet::new();
         for (source, desired) in sources {
@@ -55,19 +63,19 @@ impl RouteTable {
                     tracing::warn!(host = %host.pattern, ?source, "host defined by several sources; the first is served");
                     continue;
                 }
-                table.add_host(*source, host);
+                table.add_host(*source, host, context);
             }
         }
         table
     }
 
-    fn add_host(&mut self, source: Source, host: &HostConfig) {
+    fn add_host(&mut self, source: Source, host: &HostConfig, context: &BuildContext<'_>) {
         let index = self.hosts.len();
         let follows_containers = source == Source::Docker;
         let mut locations: Vec<Location> = host
             .locations
             .iter()
-            .map(|location| build_location(location, follows_containers))
+            .map(|location| build_location(host, location, follows_containers, context))
             .collect();
         locations.sort_by_key(|location| std::cmp::Reverse(location.prefix.len()));
         self.hosts.push(HostRoutes { locations });
@@ -102,11 +110,19 @@ impl RouteTable {
     }
 }
 
-fn build_location(config: &LocationConfig, follows_containers: bool) -> Location {
+fn build_location(
+    host: &HostConfig,
+    config: &LocationConfig,
+    follows_containers: bool,
+    context: &BuildContext<'_>,
+) -> Location {
+    let checks = CheckSettings::layered(&host.health_check, &config.health_check);
     Location {
         prefix: config.prefix.as_str().into(),
-        upstreams: UpstreamSet::build(&config.upstreams),
+        upstreams: UpstreamSet::build(&config.upstreams, config.load_balancing, checks, context),
         follows_containers,
+        retry: config.retry.clone(),
+        rewrite: config.rewrite.clone(),
     }
 }
 
@@ -118,60 +134,26 @@ fn prefix_matches(prefix: &str, path: &str) -> bool {
     }
 }
 
-/// Settings the file accepts whose behaviour this version does not apply yet,
-/// one line each, so a user is told instead of silently ignored.
-pub fn unapplied_settings(desired: &DesiredHosts) -> Vec<String> {
-    let mut notes = Vec::new();
-    for host in &desired.hosts {
-        for location in &host.locations {
-            let at = format!("{}{}", host.pattern, location.prefix);
-            let mut note = |what: &str| notes.push(format!("{at}: {what} is not applied yet"));
-            if location.retry.is_some() {
-                note("retry");
-            }
-            if location.rewrite.is_some() {
-                note("rewrite");
-            }
-            if location.load_balancing != Default::default() {
-                note("load_balancing other than round_robin");
-            }
-            for upstream in &location.upstreams {
-                let target = &upstream.target;
-                if upstream.tls {
-                    note(&format!(
-                        "upstream {target}: TLS (the upstream is left out)"
-                    ));
-                }
-                if upstream.weight != 1 {
-                    note(&format!("upstream {target}: weight"));
-                }
-                if !upstream.headers_add.is_empty() {
-                    note(&format!("upstream {target}: headers.add"));
-                }
-                if !matches!(target, UpstreamTarget::Address(_)) {
-                    note(&format!(
-                        "upstream {target}: name resolution (the upstream has no address)"
-                    ));
-                }
-            }
-        }
-    }
-    notes
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::config::parse_routes_file;
+    use crate::upstream::EndpointRegistry;
 
     fn table(json: &str) -> RouteTable {
-        RouteTable::build(&parse_routes_file(json).expect("valid routes"))
+        let desired = parse_routes_file(json).expect("valid routes");
+        let registry = EndpointRegistry::always_reachable();
+        let context = BuildContext {
+            resolved: &HashMap::new(),
+            registry: &registry,
+        };
+        RouteTable::build(&BTreeMap::from([(Source::File, desired)]), &context)
     }
 
     fn upstream_of(table: &RouteTable, host: &str, path: &str) -> Result<String, RouteMiss> {
         table
             .find(host, path)
-            .map(|location| location.upstreams.pick().unwrap().address.to_string())
+            .map(|location| location.upstreams.pick(&[]).unwrap().to_string())
     }
 
     const HOSTS: &str = r#"{"host": {
@@ -252,6 +234,7 @@ mod tests {
         let table =
             table(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"app:8080": {}}}}}}}"#);
         let location = table.find("a.com", "/").unwrap();
-        assert!(location.upstreams.pick().is_none());
+        assert!(location.upstreams.pick(&[]).is_none());
+        assert!(location.follows_moves(), "a name moves");
     }
 }

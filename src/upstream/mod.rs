@@ -1,83 +1,105 @@
-//! A location's upstreams as the proxy uses them: the addresses requests can be
-//! sent to, each with the settings of the upstream it came from, and the choice
-//! of the next one. Address discovery (names) and health arrive here from other
-//! modules; this one only holds and picks.
+//! A location's upstreams as the proxy uses them: every endpoint requests can
+//! be sent to (each address of each upstream, with that upstream's settings),
+//! their health and in-flight counts (`health`, kept across rebuilds by
+//! `registry`), and the choice of the next one (`balance`). Where the
+//! addresses of names come from is `resolve`'s business; this module is
+//! handed them.
 
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod balance;
+mod endpoint;
+mod health;
+mod registry;
+
+pub use balance::smooth_weighted_cycle;
+pub use endpoint::{Destination, Endpoint, TlsTarget, Transport};
+pub use health::{tcp_probe, EndpointState, InFlight, Probe};
+pub use registry::EndpointRegistry;
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Duration;
 
-use http::uri::Authority;
+use balance::Balancer;
 
-use crate::config::{Protocol, UpstreamConfig, UpstreamTarget};
+use crate::config::{HealthCheck, LoadBalancing, UpstreamConfig, UpstreamTarget};
 
-/// One address requests can be sent to.
+/// Every watched name's current addresses; a name known to have none maps to
+/// an empty slice.
+pub type ResolvedNames = Arc<HashMap<String, Arc<[IpAddr]>>>;
+
+/// Check interval when neither the location nor its host sets one.
+pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(15);
+
+/// What building a location's endpoints needs from outside the location.
+pub struct BuildContext<'a> {
+    pub resolved: &'a HashMap<String, Arc<[IpAddr]>>,
+    pub registry: &'a EndpointRegistry,
+}
+
+/// The endpoints of one location and how the next one is chosen.
 #[derive(Debug)]
-pub struct Endpoint {
-    pub address: SocketAddr,
-    /// `address` as a URI authority, built once so requests don't format it.
-    pub authority: Authority,
-    pub config: Arc<UpstreamConfig>,
-}
-
-impl Endpoint {
-    fn new(address: SocketAddr, config: Arc<UpstreamConfig>) -> Endpoint {
-        let authority = Authority::try_from(address.to_string())
-            .expect("a socket address is a valid authority");
-        Endpoint {
-            address,
-            authority,
-            config,
-        }
-    }
-
-    pub fn protocol(&self) -> Protocol {
-        self.config.protocol
-    }
-}
-
-/// The endpoints of one location, chosen in turn.
-#[derive(Debug, Default)]
 pub struct UpstreamSet {
     endpoints: Vec<Arc<Endpoint>>,
-    next: AtomicUsize,
+    balancer: Balancer,
+    /// The names the endpoints come from, resolved again when none is left.
+    names: Box<[String]>,
 }
 
 impl UpstreamSet {
-    /// Endpoints for the upstreams written as addresses. Names get theirs from
-    /// the resolver, and TLS upstreams are not reachable by this version, so
-    /// neither adds one here.
-    pub fn build(configs: &[UpstreamConfig]) -> UpstreamSet {
-        let endpoints = configs
-            .iter()
-            .filter(|config| !config.tls)
-            .filter_map(|config| match config.target {
-                UpstreamTarget::Address(address) => {
-                    Some(Arc::new(Endpoint::new(address, Arc::new(config.clone()))))
+    pub fn build(
+        configs: &[UpstreamConfig],
+        load_balancing: LoadBalancing,
+        health: CheckSettings,
+        context: &BuildContext<'_>,
+    ) -> UpstreamSet {
+        let mut endpoints = Vec::new();
+        let mut names = Vec::new();
+        for config in configs {
+            let config = Arc::new(config.clone());
+            for destination in destinations(&config.target, context.resolved) {
+                let transport = Transport::of(&config);
+                let state = context
+                    .registry
+                    .state(&destination, &transport, health.interval());
+                endpoints.extend(Endpoint::new(destination, config.clone(), state).map(Arc::new));
+            }
+            if let UpstreamTarget::Name { host, .. } = &config.target {
+                if !names.contains(host) {
+                    names.push(host.clone());
                 }
-                UpstreamTarget::Name { .. } | UpstreamTarget::Srv { .. } => None,
-            })
-            .collect();
+            }
+        }
+        let weights: Vec<usize> = endpoints.iter().map(|endpoint| endpoint.weight()).collect();
         UpstreamSet {
+            balancer: Balancer::new(load_balancing, &weights),
             endpoints,
-            next: AtomicUsize::new(0),
+            names: names.into(),
         }
     }
 
-    /// The next endpoint in round-robin order; `None` when there is no address.
-    pub fn pick(&self) -> Option<Arc<Endpoint>> {
-        if self.endpoints.is_empty() {
-            return None;
+    /// The endpoint to send to next, avoiding those already `tried` while
+    /// others are left; `None` when the location has no endpoint.
+    pub fn pick(&self, tried: &[Arc<Endpoint>]) -> Option<Arc<Endpoint>> {
+        if let ([only], []) = (self.endpoints.as_slice(), tried) {
+            return Some(only.clone());
         }
-        let turn = self.next.fetch_add(1, Ordering::Relaxed);
-        Some(self.endpoints[turn % self.endpoints.len()].clone())
+        let index = self.balancer.pick(&self.endpoints, tried)?;
+        Some(self.endpoints[index].clone())
     }
 
-    /// Whether `address` is still one of this location's endpoints.
-    pub fn contains(&self, address: std::net::SocketAddr) -> bool {
-        self.endpoints
-            .iter()
-            .any(|endpoint| endpoint.address == address)
+    /// Whether an endpoint for the same place is still one of this location's.
+    pub fn contains(&self, endpoint: &Endpoint) -> bool {
+        self.endpoints.iter().any(|own| own.same_place(endpoint))
+    }
+
+    /// The DNS names this location's upstreams are written with.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn endpoints(&self) -> &[Arc<Endpoint>] {
+        &self.endpoints
     }
 
     pub fn len(&self) -> usize {
@@ -89,34 +111,52 @@ impl UpstreamSet {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::parse_routes_file;
-
-    #[test]
-    fn round_robin_visits_each_in_turn() {
-        let desired = parse_routes_file(
-            r#"{"host": {"a.com": {"location": {"/": {"upstream": {
-                "10.0.0.1:80": {}, "10.0.0.2:80": {}, "10.0.0.3:80": {}, "app:80": {}
-            }}}}}}"#,
-        )
-        .unwrap();
-        let set = UpstreamSet::build(&desired.hosts[0].locations[0].upstreams);
-        assert_eq!(set.len(), 3, "the name has no address");
-        let picked: Vec<String> = (0..6)
-            .map(|_| set.pick().unwrap().address.to_string())
-            .collect();
-        assert_eq!(
-            picked,
-            [
-                "10.0.0.1:80",
-                "10.0.0.2:80",
-                "10.0.0.3:80",
-                "10.0.0.1:80",
-                "10.0.0.2:80",
-                "10.0.0.3:80"
-            ]
-        );
+/// Where an upstream's connections go: its address, each current address of
+/// its name, or its SRV owner.
+fn destinations(
+    target: &UpstreamTarget,
+    resolved: &HashMap<String, Arc<[IpAddr]>>,
+) -> Vec<Destination> {
+    match target {
+        UpstreamTarget::Address(address) => vec![Destination::Address(*address)],
+        UpstreamTarget::Name { host, port } => resolved
+            .get(host)
+            .map(|addresses| {
+                addresses
+                    .iter()
+                    .map(|ip| Destination::Address(SocketAddr::new(*ip, *port)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        UpstreamTarget::Srv { owner, resolution } => vec![Destination::Srv {
+            owner: owner.as_str().into(),
+            resolution: resolution.clone(),
+        }],
     }
 }
+
+/// A location's health-check settings after its host's are applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckSettings {
+    pub enabled: bool,
+    pub interval: Duration,
+}
+
+impl CheckSettings {
+    pub fn layered(host: &HealthCheck, location: &HealthCheck) -> CheckSettings {
+        CheckSettings {
+            enabled: location.enabled.or(host.enabled).unwrap_or(true),
+            interval: location
+                .interval
+                .or(host.interval)
+                .unwrap_or(DEFAULT_CHECK_INTERVAL),
+        }
+    }
+
+    fn interval(self) -> Option<Duration> {
+        self.enabled.then_some(self.interval)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+//! Endpoint state that outlives route tables. A rebuilt table asks here for
+//! the state of each endpoint it has; an address that stays gets the same
+//! state back (its health, in-flight count and checks), one that goes is
+//! dropped with the last table that used it. The same goes for an address's
+//! pooled connections: they hold a lease-bound retirement signal, so once no
+//! table uses the address any more its idle connections are closed.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::endpoint::{Destination, Transport};
+use super::health::{spawn_checks, EndpointState, Probe};
+
+/// Held by every endpoint state for an address; the address is retired when
+/// the last one goes.
+#[derive(Debug)]
+pub struct AddressLease {
+    retired: CancellationToken,
+}
+
+impl Drop for AddressLease {
+    fn drop(&mut self) {
+        self.retired.cancel();
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct StateKey {
+    destination: Destination,
+    transport: Transport,
+    /// Endpoints checked at different intervals keep separate health.
+    check_interval: Option<Duration>,
+}
+
+type LeaseKey = (Transport, SocketAddr);
+
+pub struct EndpointRegistry {
+    states: Mutex<HashMap<StateKey, Weak<EndpointState>>>,
+    leases: Mutex<HashMap<LeaseKey, Weak<AddressLease>>>,
+    probe: Probe,
+}
+
+impl EndpointRegistry {
+    pub fn new(probe: Probe) -> EndpointRegistry {
+        EndpointRegistry {
+            states: Mutex::default(),
+            leases: Mutex::default(),
+            probe,
+        }
+    }
+
+    /// A registry whose checks always find the address reachable.
+    #[cfg(test)]
+    pub fn always_reachable() -> EndpointRegistry {
+        EndpointRegistry::new(Arc::new(|_| Box::pin(async { true })))
+    }
+
+    /// The state of an endpoint: the one already in use for the same place,
+    /// or a new one (healthy, with its checks started when `check_interval`
+    /// is set and the destination is an address).
+    pub fn state(
+        &self,
+        destination: &Destination,
+        transport: &Transport,
+        check_interval: Option<Duration>,
+    ) -> Arc<EndpointState> {
+        let key = StateKey {
+            destination: destination.clone(),
+            transport: transport.clone(),
+            check_interval,
+        };
+        let mut states = lock(&self.states);
+        if let Some(state) = states.get(&key).and_then(Weak::upgrade) {
+            return state;
+        }
+        let address = match destination {
+            Destination::Address(address) => Some(*address),
+            // An SRV endpoint's address changes with every connection: its
+            // connects are not checked one by one.
+            Destination::Srv { .. } => None,
+        };
+        let lease = address.map(|address| self.lease(transport, address));
+        let checked = address.is_some() && check_interval.is_some();
+        let state = Arc::new(EndpointState::new(checked, lease));
+        if let (Some(address), Some(interval)) = (address, check_interval) {
+            spawn_checks(
+                Arc::downgrade(&state),
+                address,
+                interval,
+                self.probe.clone(),
+            );
+        }
+        states.insert(key, Arc::downgrade(&state));
+        state
+    }
+
+    fn lease(&self, transport: &Transport, address: SocketAddr) -> Arc<AddressLease> {
+        let mut leases = lock(&self.leases);
+        let key = (transport.clone(), address);
+        if let Some(lease) = leases.get(&key).and_then(Weak::upgrade) {
+            return lease;
+        }
+        let lease = Arc::new(AddressLease {
+            retired: CancellationToken::new(),
+        });
+        leases.insert(key, Arc::downgrade(&lease));
+        lease
+    }
+
+    /// The signal that closes connections to `address` once no table uses
+    /// it; `None` when none does already.
+    pub fn retirement(
+        &self,
+        transport: &Transport,
+        address: SocketAddr,
+    ) -> Option<CancellationToken> {
+        lock(&self.leases)
+            .get(&(transport.clone(), address))
+            .and_then(Weak::upgrade)
+            .map(|lease| lease.retired.clone())
+    }
+
+    /// Forgets the entries of endpoints no table uses any more.
+    pub fn sweep(&self) {
+        lock(&self.states).retain(|_, state| state.strong_count() > 0);
+        lock(&self.leases).retain(|_, lease| lease.strong_count() > 0);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registry() -> EndpointRegistry {
+        EndpointRegistry::always_reachable()
+    }
+
+    fn address(text: &str) -> Destination {
+        Destination::Address(text.parse().unwrap())
+    }
+
+    #[test]
+    fn an_address_that_stays_keeps_its_state() {
+        let registry = registry();
+        let interval = Some(Duration::from_secs(15));
+        let first = registry.state(&address("10.0.0.1:80"), &Transport::Http1, interval);
+        first.record(false);
+        first.record(false);
+        let again = registry.state(&address("10.0.0.1:80"), &Transport::Http1, interval);
+        assert!(Arc::ptr_eq(&first, &again));
+        assert!(!again.is_healthy());
+        let other = registry.state(&address("10.0.0.1:80"), &Transport::H2c, interval);
+        assert!(
+            !Arc::ptr_eq(&first, &other),
+            "another transport is another pool"
+        );
+    }
+
+    #[test]
+    fn the_last_user_gone_retires_the_address() {
+        let registry = registry();
+        let place = "10.0.0.1:80".parse().unwrap();
+        let state = registry.state(&address("10.0.0.1:80"), &Transport::Http1, None);
+        let retirement = registry.retirement(&Transport::Http1, place).unwrap();
+        assert!(!retirement.is_cancelled());
+        drop(state);
+        assert!(retirement.is_cancelled());
+        assert!(registry.retirement(&Transport::Http1, place).is_none());
+        registry.sweep();
+        assert!(lock(&registry.states).is_empty());
+        assert!(lock(&registry.leases).is_empty());
+    }
+}
