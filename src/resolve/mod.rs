@@ -4,10 +4,14 @@
 //! DNS itself sits behind the narrow `Dns` trait: `hickory` is the real one,
 //! tests feed fakes.
 
+pub mod names;
+
 use std::net::IpAddr;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+
+pub use names::{AddressSink, NameResolver, ResolvedNames};
 
 /// The addresses a name has right now, and how long the answer says it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
