@@ -35,6 +35,7 @@ use tokio::sync::Notify;
 use config::Settings;
 use file_provider::{FileProvider, RoutesFileError};
 use proxy::{ProxyState, ServerSettings, UpstreamClient};
+use resolve::{Dns, HickoryDns, NameResolver};
 use routes::Router;
 use upstream::{tcp_probe, EndpointRegistry};
 
@@ -58,14 +59,14 @@ pub async fn run(
         }
         None => None,
     };
-    let docker = settings
-        .docker
-        .clone()
-        .map(|docker| tokio::spawn(docker::run_provider(docker, router.clone())));
+    let names = NameResolver::spawn(name_server(&settings), router.watch_names(), router.clone());
+    let docker = settings.docker.clone().map(|docker| {
+        tokio::spawn(docker::run_provider(docker, router.clone(), names.clone()))
+    });
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout, registry),
-        resolve_hints: Arc::new(()),
+        resolve_hints: Arc::new(names),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,
     });
@@ -82,4 +83,20 @@ pub async fn run(
         task.abort();
     }
     Ok(())
+}
+
+/// The DNS server upstream names are resolved with: `--dns-resolver`, else
+/// the system's. Without a usable system configuration, names stay
+/// unresolved (their locations answer 503) and the rest is served.
+fn name_server(settings: &Settings) -> Arc<dyn Dns> {
+    match settings.dns_resolver {
+        Some(server) => Arc::new(HickoryDns::with_server(server)),
+        None => match HickoryDns::from_system() {
+            Ok(dns) => Arc::new(dns),
+            Err(error) => {
+                tracing::error!(%error, "no usable DNS configuration; upstream names will not resolve");
+                Arc::new(HickoryDns::with_server(std::net::SocketAddr::from(([127, 0, 0, 1], 53))))
+            }
+        },
+    }
 }

@@ -71,6 +71,11 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_SHUTDOWN_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
 
+    /// The DNS server (`host:port`) upstream names are resolved with
+    /// (default: the system's resolver, from /etc/resolv.conf and /etc/hosts).
+    #[arg(long, env = "DOCKHAND_DNS_RESOLVER")]
+    pub dns_resolver: Option<SocketAddr>,
+
     /// Peers (CIDRs or addresses, comma-separated) whose X-Forwarded-* headers are kept and extended.
     #[arg(long, env = "DOCKHAND_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_network)]
     pub trusted_proxies: Vec<IpNet>,
@@ -120,6 +125,7 @@ impl Flags {
             upstream_timeout: self.upstream_timeout,
             shutdown_timeout: self.shutdown_timeout,
             trusted_proxies: self.trusted_proxies.clone(),
+            dns_resolver: self.dns_resolver,
             ..Settings::default()
         }
     }

@@ -38,6 +38,9 @@ pub struct Settings {
     pub header_read_timeout: Duration,
     /// Peers whose `X-Forwarded-*` headers are trusted and extended.
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The DNS server upstream names are resolved with; `None` means the
+    /// system's resolver.
+    pub dns_resolver: Option<std::net::SocketAddr>,
     /// The Docker provider's settings; `None` serves without Docker.
     pub docker: Option<crate::docker::DockerSettings>,
 }
@@ -53,6 +56,7 @@ impl Default for Settings {
             shutdown_timeout: Duration::from_secs(30),
             header_read_timeout: Duration::from_secs(10),
             trusted_proxies: Vec::new(),
+            dns_resolver: None,
             docker: None,
         }
     }

@@ -23,6 +23,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use crate::labels::{build_hosts, BuildContext, ContainerFacts, Severity};
+use crate::resolve::NameResolver;
 use crate::routes::{Router, Source};
 
 /// What the provider needs from the command line.
@@ -42,8 +43,10 @@ pub struct DockerSettings {
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Runs until the process ends: connect, follow, and on any loss reconnect.
-pub async fn run_provider(settings: DockerSettings, router: Arc<Router>) {
+/// Containers that start, stop or change networks have `names` resolved again.
+pub async fn run_provider(settings: DockerSettings, router: Arc<Router>, names: NameResolver) {
     let mut state = ProviderState::new(&settings);
+    state.names = Some(names);
     let mut backoff = Duration::from_millis(250);
     loop {
         match BollardApi::connect(&settings.host).await {
@@ -72,6 +75,9 @@ pub struct ProviderState {
     grace: Grace,
     /// Diagnostics and notes already logged, so each is logged once while it lasts.
     logged: BTreeSet<String>,
+    /// Upstream names may point at containers (compose service names,
+    /// aliases): they are resolved again when a container moves.
+    names: Option<NameResolver>,
 }
 
 impl ProviderState {
@@ -88,6 +94,7 @@ impl ProviderState {
             own_id: None,
             grace: Grace::new(settings.upstream_wait),
             logged: BTreeSet::new(),
+            names: None,
         }
     }
 
@@ -194,6 +201,17 @@ async fn apply_event<A: DockerApi>(
     tracing::debug!(?event, "Docker event");
     if state.own_id.as_deref() == Some(event.container.as_str()) {
         return learn_own_networks(api, settings, state).await;
+    }
+    let moved = matches!(
+        event.action,
+        EventAction::Start
+            | EventAction::Die
+            | EventAction::Destroy
+            | EventAction::NetworkConnect
+            | EventAction::NetworkDisconnect
+    );
+    if let (true, Some(names)) = (moved, &state.names) {
+        names.resolve_all_now();
     }
     match event.action {
         // Inspect still says running while the container shuts down.

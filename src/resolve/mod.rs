@@ -69,6 +69,16 @@ pub trait ResolveHints: Send + Sync + 'static {
     fn no_upstream(&self, name: &str);
 }
 
+impl ResolveHints for NameResolver {
+    fn failed_connect(&self, name: &str) {
+        self.after_failed_connect(name);
+    }
+
+    fn no_upstream(&self, name: &str) {
+        self.after_no_upstream(name);
+    }
+}
+
 /// For a proxy without names to resolve.
 impl ResolveHints for () {
     fn failed_connect(&self, _: &str) {}

@@ -18,7 +18,8 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::config::{DesiredHosts, UpstreamTarget};
-use crate::upstream::{BuildContext, EndpointRegistry, ResolvedNames};
+use crate::resolve::{AddressSink, ResolvedNames};
+use crate::upstream::{BuildContext, EndpointRegistry};
 
 /// Where desired hosts come from. A host both sources define is served as the
 /// earlier one (the file) says.
@@ -121,6 +122,13 @@ impl Router {
     /// The set of names the desired hosts use, kept current.
     pub fn watch_names(&self) -> watch::Receiver<Arc<BTreeSet<String>>> {
         self.names.subscribe()
+    }
+}
+
+/// The resolver hands the names' addresses straight to the table.
+impl AddressSink for Router {
+    fn publish(&self, resolved: ResolvedNames) {
+        self.set_resolved(resolved);
     }
 }
 

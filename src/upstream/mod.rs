@@ -24,10 +24,6 @@ use balance::Balancer;
 
 use crate::config::{HealthCheck, LoadBalancing, UpstreamConfig, UpstreamTarget};
 
-/// Every watched name's current addresses; a name known to have none maps to
-/// an empty slice.
-pub type ResolvedNames = Arc<HashMap<String, Arc<[IpAddr]>>>;
-
 /// Check interval when neither the location nor its host sets one.
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(15);
 

@@ -1,6 +1,7 @@
 //! The proxy core, end to end: dockhand serving real loopback backends.
 
 mod support;
+mod upstreams;
 
 mod forwarding;
 mod lifecycle;
