@@ -11,7 +11,12 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 
+pub mod hickory;
+pub mod srv;
+
+pub use hickory::{HickoryDns, SystemConfigError};
 pub use names::{AddressSink, NameResolver, ResolvedNames};
+pub use srv::{CacheTtls, SrvConnection, SrvDialError, SrvResolver};
 
 /// The addresses a name has right now, and how long the answer says it holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
