@@ -96,28 +96,22 @@ async fn least_connections_passes_over_a_slow_upstream() {
     })))
     .await;
 
-    // One request held by the slow upstream (whichever turn it takes).
-    let held = {
+    // Requests in turn until one is held by the slow upstream; they stay open.
+    let mut held = Vec::new();
+    for _ in 0..4 {
         let addr = proxy.addr;
-        tokio::spawn(async move { get(addr, "a.test", "/").await })
-    };
-    eventually("a request reaches the slow upstream", || {
-        let proxy_addr = proxy.addr;
-        let slow_hits = slow_hits.clone();
-        async move {
-            if slow_hits.load(Ordering::SeqCst) == 1 {
-                return true;
+        held.push(tokio::spawn(async move { get(addr, "a.test", "/").await }));
+        let reached = slow_hits.clone();
+        let waited = tokio::time::timeout(Duration::from_secs(2), async move {
+            while reached.load(Ordering::SeqCst) == 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            // Until then, ties send requests in turn: one of them lands there.
-            let _ = tokio::time::timeout(
-                Duration::from_millis(50),
-                get(proxy_addr, "a.test", "/"),
-            )
-            .await;
-            false
+        });
+        if waited.await.is_ok() {
+            break;
         }
-    })
-    .await;
+    }
+    assert_eq!(slow_hits.load(Ordering::SeqCst), 1);
     let before = fast_hits.load(Ordering::SeqCst);
     for _ in 0..10 {
         assert_eq!(get(proxy.addr, "a.test", "/").await.header("x-backend"), "fast");
@@ -125,7 +119,9 @@ async fn least_connections_passes_over_a_slow_upstream() {
     assert_eq!(fast_hits.load(Ordering::SeqCst), before + 10);
     assert_eq!(slow_hits.load(Ordering::SeqCst), 1, "nothing more while it works");
     release.notify_waiters();
-    let _ = held.await;
+    for request in held {
+        assert_eq!(request.await.unwrap().status, StatusCode::OK);
+    }
 }
 
 #[tokio::test]
