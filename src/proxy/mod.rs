@@ -9,6 +9,7 @@ mod error;
 mod forward;
 mod headers;
 mod request_body;
+pub mod rewrite;
 mod server;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;
