@@ -8,3 +8,5 @@ mod protocols;
 mod routes_file;
 mod routing;
 mod statuses;
+mod tls;
+mod tls_support;
