@@ -218,6 +218,11 @@ fn read_upstream(
         .bool("tls", problems)
         .unwrap_or_else(|| values::default_tls(&target));
     let verify = upstream.bool("verify", problems).unwrap_or(false);
+    let has_server_name = sni.is_some() || matches!(target, UpstreamTarget::Srv { .. });
+    let problem = values::verify_problem(verify, tls, has_server_name);
+    if let (Some(reason), Some((_, path))) = (problem, upstream.get("verify")) {
+        problems.report(&path, reason);
+    }
     let protocol = upstream
         .str("protocol", problems)
         .and_then(|(text, path)| report(values::protocol(text), &path, problems))
@@ -334,4 +339,64 @@ fn read_srv_resolution(
 /// Keeps a parsed value, or reports why it was refused at `path`.
 fn report<T>(parsed: Result<T, String>, path: &KeyPath, problems: &mut Problems) -> Option<T> {
     parsed.map_err(|reason| problems.report(path, reason)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(upstream: &str) -> String {
+        let text = format!(
+            r#"{{"host": {{"a.com": {{"location": {{"/": {{"upstream": {upstream}}}}}}}}}}}"#
+        );
+        match parse_routes_file(&text) {
+            Ok(_) => String::new(),
+            Err(errors) => errors.to_string(),
+        }
+    }
+
+    #[test]
+    fn verify_needs_tls_and_a_server_name() {
+        let cases = [
+            (
+                r#"{"api.example.com:443": {"sni": "api.example.com", "verify": true}}"#,
+                None,
+            ),
+            (
+                r#"{"10.0.0.1:8443": {"tls": true, "sni": "api.example.com", "verify": true}}"#,
+                None,
+            ),
+            (r#"{"10.0.0.1:443": {"verify": false}}"#, None),
+            (
+                r#"{"_app._tcp.example.internal": {"tls": true, "verify": true,
+                    "resolution": {"mode": "srv"}}}"#,
+                None,
+            ),
+            (
+                r#"{"api.example.com:443": {"verify": true}}"#,
+                Some(
+                    r#"host."a.com".location."/".upstream."api.example.com:443".verify: verify needs sni"#,
+                ),
+            ),
+            (
+                r#"{"10.0.0.1:8443": {"sni": "api.example.com", "verify": true}}"#,
+                Some(
+                    r#"host."a.com".location."/".upstream."10.0.0.1:8443".verify: verify needs TLS"#,
+                ),
+            ),
+            (
+                r#"{"10.0.0.1:443": {"tls": false, "sni": "api.example.com", "verify": true}}"#,
+                Some(
+                    r#"host."a.com".location."/".upstream."10.0.0.1:443".verify: verify needs TLS"#,
+                ),
+            ),
+        ];
+        for (upstream, expected) in cases {
+            let refusal = refusal(upstream);
+            match expected {
+                None => assert_eq!(refusal, "", "{upstream}"),
+                Some(expected) => assert!(refusal.contains(expected), "{upstream}: {refusal}"),
+            }
+        }
+    }
 }

@@ -331,6 +331,18 @@ pub fn srv_resolution_problems(
     problems
 }
 
+/// Why an upstream's `verify = true` can't be honoured, if it can't: a
+/// certificate is only checked over TLS, and for a name. `has_server_name`:
+/// the upstream sets `sni`, or SRV resolution names the server.
+pub fn verify_problem(verify: bool, tls: bool, has_server_name: bool) -> Option<&'static str> {
+    match (verify, tls, has_server_name) {
+        (false, _, _) => None,
+        (true, false, _) => Some("verify needs TLS, and this upstream is not reached over TLS"),
+        (true, true, false) => Some("verify needs sni: the certificate is checked for that name"),
+        (true, true, true) => None,
+    }
+}
+
 /// A request header to add: a valid name and value.
 pub fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.as_bytes())

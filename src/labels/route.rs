@@ -131,6 +131,7 @@ pub fn read_route(
             .unwrap_or_default(),
         headers_add: read_headers(&mut reader),
     };
+    check_verify(&mut reader, &upstream, upstream_override.as_ref());
     // Checked so a typo is caught now, but it changes nothing yet: TLS at the
     // edge is not built, so there is no redirect to turn off.
     let _https_redirect = reader.read("https_redirect", values::boolean);
@@ -250,6 +251,24 @@ fn read_srv_resolution(reader: &mut Reader<'_, '_>) -> Option<SrvResolution> {
         reader.refuse(&format!("resolution.{key}"), *reason);
     }
     problems.is_empty().then_some(resolution)
+}
+
+/// `verify` as far as labels alone tell: TLS may still come from the port
+/// (443) when `tls` is not written, so only `tls=false` refuses it here.
+fn check_verify(
+    reader: &mut Reader<'_, '_>,
+    upstream: &UpstreamSettings,
+    upstream_override: Option<&Option<Vec<UpstreamTarget>>>,
+) {
+    let named_by_srv = matches!(
+        upstream_override,
+        Some(Some(targets)) if targets.iter().any(|target| matches!(target, UpstreamTarget::Srv { .. }))
+    );
+    let has_server_name = reader.raw("sni").is_some() || named_by_srv;
+    let maybe_tls = upstream.tls != Some(false);
+    if let Some(reason) = values::verify_problem(upstream.verify, maybe_tls, has_server_name) {
+        reader.refuse("verify", reason);
+    }
 }
 
 /// `retry.attempts` and `retry.on`: either one makes the location retry.

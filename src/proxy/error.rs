@@ -19,6 +19,8 @@ pub enum ProxyError {
     ConnectTimeout,
     ConnectFailed,
     UpstreamTimeout,
+    /// The location's rewrite made the path longer than a request may carry.
+    RewrittenPathTooLong,
     /// The upstream closed, reset or answered something that is not HTTP.
     BadResponse,
 }
@@ -36,6 +38,7 @@ impl ProxyError {
                 StatusCode::BAD_GATEWAY
             }
             ProxyError::ConnectTimeout | ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::RewrittenPathTooLong => StatusCode::URI_TOO_LONG,
         }
     }
 
@@ -59,6 +62,7 @@ impl ProxyError {
             ProxyError::ConnectTimeout => "connect_timeout",
             ProxyError::ConnectFailed => "connect_failed",
             ProxyError::UpstreamTimeout => "upstream_timeout",
+            ProxyError::RewrittenPathTooLong => "rewritten_path_too_long",
             ProxyError::BadResponse => "bad_response",
         }
     }
@@ -74,6 +78,7 @@ impl ProxyError {
             ProxyError::ConnectTimeout => "the upstream did not accept a connection in time\n",
             ProxyError::ConnectFailed => "the upstream could not be reached\n",
             ProxyError::UpstreamTimeout => "the upstream did not answer in time\n",
+            ProxyError::RewrittenPathTooLong => "the rewritten path is too long\n",
             ProxyError::BadResponse => "the upstream sent no valid answer\n",
         }
     }

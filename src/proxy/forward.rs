@@ -180,19 +180,22 @@ struct Route {
 }
 
 impl Route {
-    fn of(location: &Location, client_uri: &Uri) -> Route {
+    fn of(location: &Location, client_uri: &Uri) -> Result<Route, ProxyError> {
         let original = client_uri
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        Route {
+        let path = match &location.rewrite {
+            Some(rewrite) => {
+                rewrite_path(rewrite, &original).map_err(|_| ProxyError::RewrittenPathTooLong)?
+            }
+            None => original,
+        };
+        Ok(Route {
             follows_moves: location.follows_moves(),
             retry: location.retry.clone(),
-            path: match &location.rewrite {
-                Some(rewrite) => rewrite_path(rewrite, &original),
-                None => original,
-            },
-        }
+            path,
+        })
     }
 }
 
@@ -412,7 +415,7 @@ async fn choose_endpoint(
             let table = state.router.current();
             let location = find(&table, wanted)?;
             if let Some(endpoint) = location.upstreams.pick(&[]) {
-                return Ok(Some((endpoint, Route::of(location, wanted.uri))));
+                return Ok(Some((endpoint, Route::of(location, wanted.uri)?)));
             }
             if changes.is_none() {
                 for name in location.upstreams.names() {

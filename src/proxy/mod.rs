@@ -12,6 +12,7 @@ mod headers;
 mod request_body;
 pub mod rewrite;
 mod server;
+pub mod tls;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;
 pub use client::UpstreamClient;

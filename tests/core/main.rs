@@ -9,3 +9,5 @@ mod protocols;
 mod routes_file;
 mod routing;
 mod statuses;
+mod tls;
+mod tls_support;

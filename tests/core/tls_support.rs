@@ -1,0 +1,125 @@
+//! Certificates made at test time and TLS servers on loopback: a test CA, leaf
+//! certificates it signs for a name, self-signed ones no one trusts, and the
+//! acceptor a backend serves them with. Nothing is read from or trusted by the
+//! machine; every test brings its own roots.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::{RootCertStore, ServerConfig};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+
+/// A certificate authority that exists for one test.
+pub struct TestCa {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+/// A certificate chain and its private key, as a server presents them.
+pub struct ServerIdentity {
+    pub chain: Vec<CertificateDer<'static>>,
+    pub key: PrivateKeyDer<'static>,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
+        TestCa { issuer }
+    }
+
+    /// A root store trusting this CA only.
+    pub fn roots(&self) -> Arc<RootCertStore> {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.issuer.der().clone()).unwrap();
+        Arc::new(roots)
+    }
+
+    /// A leaf for `name` (a DNS name, or an IP address for an IP SAN), signed by this CA.
+    pub fn leaf(&self, name: &str) -> ServerIdentity {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![name.to_owned()])
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        ServerIdentity {
+            chain: vec![cert.der().clone(), self.issuer.der().clone()],
+            key: private_key(&key),
+        }
+    }
+}
+
+/// A certificate for `name` that signs itself, so no root store trusts it.
+pub fn self_signed(name: &str) -> ServerIdentity {
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec![name.to_owned()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    ServerIdentity {
+        chain: vec![cert.der().clone()],
+        key: private_key(&key),
+    }
+}
+
+fn private_key(key: &KeyPair) -> PrivateKeyDer<'static> {
+    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()))
+}
+
+/// A server-side acceptor (the `ring` provider) presenting `identity` and
+/// offering `alpn` (such as `[b"h2", b"http/1.1"]`; empty offers nothing).
+pub fn acceptor(identity: &ServerIdentity, alpn: &[&[u8]]) -> TlsAcceptor {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(identity.chain.clone(), identity.key.clone_key())
+        .unwrap();
+    config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+    TlsAcceptor::from(Arc::new(config))
+}
+
+/// A loopback server that completes TLS handshakes with `acceptor` and then
+/// holds each connection open until the client closes it.
+pub struct HandshakeServer {
+    pub addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl HandshakeServer {
+    pub async fn start(acceptor: TlsAcceptor) -> HandshakeServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    // A refused handshake ends here; the client reports why.
+                    if let Ok(mut tls) = acceptor.accept(stream).await {
+                        let mut buf = [0u8; 64];
+                        while matches!(tls.read(&mut buf).await, Ok(n) if n > 0) {}
+                    }
+                });
+            }
+        });
+        HandshakeServer { addr, task }
+    }
+}
+
+impl Drop for HandshakeServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
