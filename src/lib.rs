@@ -25,6 +25,7 @@ pub mod proxy;
 pub mod resolve;
 pub mod routes;
 pub mod upstream;
+mod sync;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use tokio::sync::Notify;
 use config::Settings;
 use file_provider::{FileProvider, RoutesFileError};
 use proxy::{ProxyState, ServerSettings, UpstreamClient};
-use resolve::{Dns, HickoryDns, NameResolver};
+use resolve::{Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
 use upstream::{tcp_probe, EndpointRegistry};
 
@@ -59,13 +60,14 @@ pub async fn run(
         }
         None => None,
     };
-    let names = NameResolver::spawn(name_server(&settings), router.watch_names(), router.clone());
+    let dns = name_server(&settings);
+    let names = NameResolver::spawn(dns.clone(), router.watch_names(), router.clone());
     let docker = settings.docker.clone().map(|docker| {
         tokio::spawn(docker::run_provider(docker, router.clone(), names.clone()))
     });
     let state = Arc::new(ProxyState {
         router,
-        client: UpstreamClient::new(settings.connect_timeout, registry),
+        client: UpstreamClient::new(settings.connect_timeout, registry, dns),
         resolve_hints: Arc::new(names),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,
@@ -95,7 +97,7 @@ fn name_server(settings: &Settings) -> Arc<dyn Dns> {
             Ok(dns) => Arc::new(dns),
             Err(error) => {
                 tracing::error!(%error, "no usable DNS configuration; upstream names will not resolve");
-                Arc::new(HickoryDns::with_server(std::net::SocketAddr::from(([127, 0, 0, 1], 53))))
+                Arc::new(Unconfigured(error.to_string()))
             }
         },
     }

@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::{Request, Response, Uri};
 use hyper::body::Incoming;
@@ -22,7 +22,12 @@ use tokio::net::TcpStream;
 
 use super::connection::{Stream, UpstreamConnection};
 use super::request_body::UpstreamBody;
+use super::tls::{handshake, system_roots, ClientConfigs, TlsSettings};
+use crate::config::{SrvResolution, TlsServerName};
+use crate::resolve::srv::{dial, dial_rng};
+use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvConnection, SrvDialError, SrvResolver};
 use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
+use crate::sync::{lock, read, write};
 
 /// How long an unused pooled connection is kept.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -40,16 +45,42 @@ pub enum ConnectError {
     /// The service has no target (an SRV answer without one).
     #[error("no target available")]
     Unavailable,
+    /// The SRV owner or the DNS server to ask could not be looked up.
+    #[error("lookup failed: {0}")]
+    Lookup(String),
     #[error("upstream URI has no address")]
     NoAddress,
 }
 
-/// Opens connections for one transport to the address in a request's URI.
-#[derive(Clone)]
-pub struct Connector {
+/// What a pool's connections have in common besides their address: the
+/// transport, and for an SRV upstream the owner name they are dialed through.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PoolKey {
     transport: Transport,
+    srv: Option<SrvTarget>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SrvTarget {
+    owner: Arc<str>,
+    resolution: SrvResolution,
+}
+
+/// What every connector shares.
+struct Dialing {
     connect_timeout: Duration,
     registry: Arc<EndpointRegistry>,
+    tls: ClientConfigs,
+    srv: SrvResolvers,
+}
+
+/// Opens the connections of one pool: to the address in a request's URI, or
+/// to a target of the SRV owner's answer; then the TLS handshake if the
+/// transport has one. All of it within `--connect-timeout`.
+#[derive(Clone)]
+pub struct Connector {
+    key: Arc<PoolKey>,
+    dialing: Arc<Dialing>,
 }
 
 type Connecting =
@@ -66,30 +97,132 @@ impl tower_service::Service<Uri> for Connector {
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let connector = self.clone();
-        Box::pin(async move {
-            // The URI's authority is always an IP address and port we wrote.
-            let address: SocketAddr = uri
-                .authority()
-                .and_then(|authority| authority.as_str().parse().ok())
-                .ok_or(ConnectError::NoAddress)?;
-            let tcp = connect_tcp(address, connector.connect_timeout).await?;
-            let stream = match &connector.transport {
-                Transport::Http1 | Transport::H2c => Stream::Tcp(tcp),
-                Transport::Tls(_) => {
-                    return Err(ConnectError::Handshake("TLS is not available".into()))
+        Box::pin(async move { connector.connect(&uri).await.map(TokioIo::new) })
+    }
+}
+
+impl Connector {
+    async fn connect(&self, uri: &Uri) -> Result<UpstreamConnection, ConnectError> {
+        let started = Instant::now();
+        let timeout = self.dialing.connect_timeout;
+        let (tcp, address, srv_target) = match &self.key.srv {
+            None => {
+                // The URI's authority is always an IP address and port we wrote.
+                let address: SocketAddr = uri
+                    .authority()
+                    .and_then(|authority| authority.as_str().parse().ok())
+                    .ok_or(ConnectError::NoAddress)?;
+                (connect_tcp(address, timeout).await?, address, None)
+            }
+            Some(srv) => {
+                let connection = self.dial_srv(srv).await?;
+                (connection.stream, connection.address, Some(connection.target))
+            }
+        };
+        let stream = match &self.key.transport {
+            Transport::Http1 | Transport::H2c => Stream::Tcp(tcp),
+            Transport::Tls(target) => {
+                let server_name = target.sni.as_deref().or_else(|| {
+                    let srv = self.key.srv.as_ref()?;
+                    Some(match srv.resolution.tls_server_name {
+                        TlsServerName::Owner => &*srv.owner,
+                        TlsServerName::Target => srv_target.as_deref()?,
+                    })
+                });
+                let settings =
+                    TlsSettings::new(server_name, address.ip(), self.dialing.tls.get(target.verify))
+                        .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+                let left = timeout.saturating_sub(started.elapsed());
+                let connection = tokio::time::timeout(left, handshake(tcp, &settings))
+                    .await
+                    .map_err(|_| ConnectError::TimedOut)?
+                    .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+                Stream::Tls(Box::new(connection))
+            }
+        };
+        // An SRV pool's targets come and go with the answer; its idle
+        // connections end with the pool's idle timeout.
+        let retirement = match self.key.srv {
+            None => self.dialing.registry.retirement(&self.key.transport, address),
+            Some(_) => None,
+        };
+        Ok(UpstreamConnection::new(stream, retirement))
+    }
+
+    async fn dial_srv(&self, srv: &SrvTarget) -> Result<SrvConnection<TcpStream>, ConnectError> {
+        let resolver = self.dialing.srv.resolver(&srv.resolution).await?;
+        let connect = |address, time| async move {
+            let stream = tokio::time::timeout(time, TcpStream::connect(address))
+                .await
+                .map_err(|_| io::Error::from(io::ErrorKind::TimedOut))??;
+            stream.set_nodelay(true)?;
+            Ok(stream)
+        };
+        let mut rng = dial_rng();
+        let timeout = self.dialing.connect_timeout;
+        dial(&resolver, &srv.owner, timeout, &mut rng, connect)
+            .await
+            .map_err(|error| match error {
+                SrvDialError::Unavailable => ConnectError::Unavailable,
+                SrvDialError::TimedOut => ConnectError::TimedOut,
+                SrvDialError::AllFailed(error) if error.kind() == io::ErrorKind::ConnectionRefused => {
+                    ConnectError::Refused
                 }
-            };
-            let retirement = connector.registry.retirement(&connector.transport, address);
-            Ok(TokioIo::new(UpstreamConnection::new(stream, retirement)))
-        })
+                SrvDialError::AllFailed(error) => ConnectError::Failed(error),
+                SrvDialError::LookupFailed(reason) => ConnectError::Lookup(reason),
+            })
+    }
+}
+
+/// One SRV resolver (with its caches) per resolution settings.
+struct SrvResolvers {
+    system: Arc<dyn Dns>,
+    resolvers: Mutex<HashMap<SrvResolution, Arc<SrvResolver>>>,
+}
+
+impl SrvResolvers {
+    async fn resolver(&self, resolution: &SrvResolution) -> Result<Arc<SrvResolver>, ConnectError> {
+        if let Some(resolver) = lock(&self.resolvers).get(resolution) {
+            return Ok(resolver.clone());
+        }
+        let dns: Arc<dyn Dns> = match &resolution.resolver {
+            None => self.system.clone(),
+            Some((host, port)) => Arc::new(HickoryDns::with_server(SocketAddr::new(
+                self.server_address(host).await?,
+                *port,
+            ))),
+        };
+        let ttls = CacheTtls {
+            min_ttl: resolution.min_ttl,
+            max_ttl: resolution.max_ttl,
+            negative_ttl: resolution.negative_ttl,
+        };
+        Ok(lock(&self.resolvers)
+            .entry(resolution.clone())
+            .or_insert_with(|| Arc::new(SrvResolver::new(dns, ttls)))
+            .clone())
+    }
+
+    /// A `resolver` written as a name is looked up with the system's DNS.
+    async fn server_address(&self, host: &str) -> Result<IpAddr, ConnectError> {
+        if let Ok(ip) = host.parse() {
+            return Ok(ip);
+        }
+        let answer = self
+            .system
+            .lookup_ip(host)
+            .await
+            .map_err(|error| ConnectError::Lookup(format!("DNS server {host}: {error}")))?;
+        answer
+            .addresses
+            .first()
+            .copied()
+            .ok_or_else(|| ConnectError::Lookup(format!("DNS server {host} has no address")))
     }
 }
 
 /// A TCP connection with `TCP_NODELAY`, within `timeout`.
-pub async fn connect_tcp(
-    address: SocketAddr,
-    timeout: Duration,
-) -> Result<TcpStream, ConnectError> {
+pub async fn connect_tcp(address: SocketAddr, timeout: Duration) -> Result<TcpStream, ConnectError> {
     let stream = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
         Err(_) => return Err(ConnectError::TimedOut),
         Ok(Err(error)) if error.kind() == io::ErrorKind::ConnectionRefused => {
@@ -104,25 +237,44 @@ pub async fn connect_tcp(
 
 type PooledClient = Client<Connector, UpstreamBody>;
 
-/// One pool per transport; each pools by address.
+/// One pool per transport (and SRV owner); each pools by address.
 pub struct UpstreamClient {
     http1: PooledClient,
     h2c: PooledClient,
     /// Pools for the other transports, made when first used.
-    others: RwLock<HashMap<Transport, PooledClient>>,
-    connect_timeout: Duration,
-    registry: Arc<EndpointRegistry>,
+    others: RwLock<HashMap<PoolKey, PooledClient>>,
+    dialing: Arc<Dialing>,
 }
 
 impl UpstreamClient {
-    pub fn new(connect_timeout: Duration, registry: Arc<EndpointRegistry>) -> UpstreamClient {
-        let build = |transport| pooled_client(transport, connect_timeout, registry.clone());
-        UpstreamClient {
-            http1: build(Transport::Http1),
-            h2c: build(Transport::H2c),
-            others: RwLock::default(),
+    pub fn new(
+        connect_timeout: Duration,
+        registry: Arc<EndpointRegistry>,
+        dns: Arc<dyn Dns>,
+    ) -> UpstreamClient {
+        let dialing = Arc::new(Dialing {
             connect_timeout,
             registry,
+            tls: ClientConfigs::new(system_roots()),
+            srv: SrvResolvers {
+                system: dns,
+                resolvers: Mutex::default(),
+            },
+        });
+        let plain = |transport| {
+            pooled_client(
+                PoolKey {
+                    transport,
+                    srv: None,
+                },
+                dialing.clone(),
+            )
+        };
+        UpstreamClient {
+            http1: plain(Transport::Http1),
+            h2c: plain(Transport::H2c),
+            others: RwLock::default(),
+            dialing,
         }
     }
 
@@ -130,37 +282,39 @@ impl UpstreamClient {
         match (&endpoint.destination, &endpoint.transport) {
             (Destination::Address(_), Transport::Http1) => self.http1.request(request),
             (Destination::Address(_), Transport::H2c) => self.h2c.request(request),
-            (_, transport) => self.pool_for(transport).request(request),
+            (destination, transport) => {
+                let srv = match destination {
+                    Destination::Srv { owner, resolution } => Some(SrvTarget {
+                        owner: owner.clone(),
+                        resolution: resolution.clone(),
+                    }),
+                    Destination::Address(_) => None,
+                };
+                let key = PoolKey {
+                    transport: transport.clone(),
+                    srv,
+                };
+                self.pool_for(key).request(request)
+            }
         }
     }
 
-    fn pool_for(&self, transport: &Transport) -> PooledClient {
-        if let Some(client) = read(&self.others).get(transport) {
+    fn pool_for(&self, key: PoolKey) -> PooledClient {
+        if let Some(client) = read(&self.others).get(&key) {
             return client.clone();
         }
         write(&self.others)
-            .entry(transport.clone())
-            .or_insert_with(|| {
-                pooled_client(
-                    transport.clone(),
-                    self.connect_timeout,
-                    self.registry.clone(),
-                )
-            })
+            .entry(key.clone())
+            .or_insert_with(|| pooled_client(key, self.dialing.clone()))
             .clone()
     }
 }
 
-fn pooled_client(
-    transport: Transport,
-    connect_timeout: Duration,
-    registry: Arc<EndpointRegistry>,
-) -> PooledClient {
-    let http2_only = transport == Transport::H2c;
+fn pooled_client(key: PoolKey, dialing: Arc<Dialing>) -> PooledClient {
+    let http2_only = key.transport == Transport::H2c;
     let connector = Connector {
-        transport,
-        connect_timeout,
-        registry,
+        key: Arc::new(key),
+        dialing,
     };
     Client::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
@@ -168,15 +322,6 @@ fn pooled_client(
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
         .http2_only(http2_only)
         .build(connector)
-}
-
-fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    lock.read().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    lock.write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The connect error behind a client error, if connecting is what failed.

@@ -14,6 +14,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
+use super::tls::TlsConnection;
+
 pub struct UpstreamConnection {
     stream: Stream,
     retired: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
@@ -21,7 +23,7 @@ pub struct UpstreamConnection {
 
 pub enum Stream {
     Tcp(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    Tls(Box<TlsConnection<TcpStream>>),
 }
 
 impl UpstreamConnection {
@@ -41,12 +43,9 @@ impl UpstreamConnection {
 
 impl Connection for UpstreamConnection {
     fn connected(&self) -> Connected {
-        let connected = Connected::new();
         match &self.stream {
-            Stream::Tls(tls) if tls.get_ref().1.alpn_protocol() == Some(b"h2") => {
-                connected.negotiated_h2()
-            }
-            _ => connected,
+            Stream::Tcp(tcp) => tcp.connected(),
+            Stream::Tls(tls) => tls.connected(),
         }
     }
 }

@@ -14,6 +14,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use crate::sync::lock;
 
 /// The largest body kept to be sent again.
 pub const MAX_KEPT_BODY: usize = 64 * 1024;
@@ -207,8 +208,3 @@ impl StreamedBody {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}

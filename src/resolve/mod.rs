@@ -66,6 +66,21 @@ pub trait Dns: Send + Sync + 'static {
     fn lookup_srv<'a>(&'a self, owner: &'a str) -> BoxFuture<'a, Result<SrvAnswer, LookupError>>;
 }
 
+/// DNS when the system's configuration could not be read: every lookup
+/// fails with the reason, so names stay without addresses (`503`) and the
+/// reason is logged with each.
+pub struct Unconfigured(pub String);
+
+impl Dns for Unconfigured {
+    fn lookup_ip<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<IpAnswer, LookupError>> {
+        Box::pin(async { Err(LookupError::Failed(self.0.clone())) })
+    }
+
+    fn lookup_srv<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<SrvAnswer, LookupError>> {
+        Box::pin(async { Err(LookupError::Failed(self.0.clone())) })
+    }
+}
+
 /// What the proxy tells the name resolver while handling requests.
 pub trait ResolveHints: Send + Sync + 'static {
     /// Connecting to an address of `name` failed.

@@ -109,9 +109,7 @@ impl Router {
     }
 
     fn lock_inputs(&self) -> std::sync::MutexGuard<'_, Inputs> {
-        self.inputs
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.inputs)
     }
 
     /// Notified after every swap.

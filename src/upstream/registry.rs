@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::endpoint::{Destination, Transport};
 use super::health::{spawn_checks, EndpointState, Probe};
+use crate::sync::lock;
 
 /// Held by every endpoint state for an address; the address is retired when
 /// the last one goes.
@@ -129,12 +130,6 @@ impl EndpointRegistry {
         lock(&self.states).retain(|_, state| state.strong_count() > 0);
         lock(&self.leases).retain(|_, lease| lease.strong_count() > 0);
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

@@ -492,6 +492,8 @@ async fn each_transition_is_logged_once_not_at_every_refresh() {
         .with_writer(move || writer.clone())
         .finish();
     let _default = tracing::subscriber::set_default(subscriber);
+    // Other tests' threads may have cached "no interest" for these callsites.
+    tracing::callsite::rebuild_interest_cache();
 
     let dns = FakeDns::default();
     dns.answer("app", &["10.0.0.5"]);
