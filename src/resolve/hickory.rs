@@ -140,10 +140,7 @@ impl HickoryDns {
         name.set_fqdn(true);
         let response = self
             .servers
-            .lookup(
-                Query::query(name, RecordType::SRV),
-                self.request_options.clone(),
-            )
+            .lookup(Query::query(name, RecordType::SRV), self.request_options)
             .first_answer()
             .await
             .map_err(|error| lookup_error(&error))?;
