@@ -19,8 +19,8 @@ use super::{Dns, IpAnswer, LookupError, SrvAnswer, SrvRecord};
 
 /// How long one query may wait for its answer.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Queries per lookup before it is a failure.
-const ATTEMPTS: usize = 2;
+/// Queries sent again after a timeout: two attempts in all.
+const RETRIES: usize = 1;
 
 /// Could not read the system's resolver configuration.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +56,7 @@ impl HickoryDns {
 
     fn new(config: ResolverConfig, mut options: ResolverOpts) -> HickoryDns {
         options.timeout = ATTEMPT_TIMEOUT;
-        options.attempts = ATTEMPTS;
+        options.attempts = RETRIES;
         options.edns0 = true;
         // Nothing is kept between lookups: a zero-sized cache whose entries
         // expire as they are made.
