@@ -24,8 +24,8 @@ pub mod labels;
 pub mod proxy;
 pub mod resolve;
 pub mod routes;
-pub mod upstream;
 mod sync;
+pub mod upstream;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -62,9 +62,10 @@ pub async fn run(
     };
     let dns = name_server(&settings);
     let names = NameResolver::spawn(dns.clone(), router.watch_names(), router.clone());
-    let docker = settings.docker.clone().map(|docker| {
-        tokio::spawn(docker::run_provider(docker, router.clone(), names.clone()))
-    });
+    let docker = settings
+        .docker
+        .clone()
+        .map(|docker| tokio::spawn(docker::run_provider(docker, router.clone(), names.clone())));
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout, registry, dns),

@@ -345,6 +345,128 @@ fn report<T>(parsed: Result<T, String>, path: &KeyPath, problems: &mut Problems)
 mod tests {
     use super::*;
 
+    const PATH: &str = r#"host."example.com".location."/".upstream"#;
+
+    /// The problems of a file whose only upstream is `key` with `settings`.
+    fn problems(key: &str, settings: &str) -> Vec<String> {
+        let file = format!(
+            r#"{{ "host": {{ "example.com": {{ "location": {{ "/": {{
+                "upstream": {{ {key:?}: {settings} }} }} }} }} }} }}"#
+        );
+        match parse_routes_file(&file) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn a_complete_srv_upstream_is_read() {
+        let file = r#"{ "host": { "example.com": { "location": { "/": { "upstream": {
+            "_app._tcp.example.internal": { "resolution": { "mode": "srv",
+                "resolver": "127.0.0.1:5353", "min_ttl": "1s", "max_ttl": "2m",
+                "negative_ttl": "3s", "tls_server_name": "target" } } } } } } } }"#;
+        let hosts = parse_routes_file(file).unwrap();
+        let target = &hosts.hosts[0].locations[0].upstreams[0].target;
+        assert_eq!(
+            *target,
+            UpstreamTarget::Srv {
+                owner: "_app._tcp.example.internal".into(),
+                resolution: SrvResolution {
+                    resolver: Some(("127.0.0.1".into(), 5353)),
+                    min_ttl: Duration::from_secs(1),
+                    max_ttl: Duration::from_secs(120),
+                    negative_ttl: Duration::from_secs(3),
+                    tls_server_name: TlsServerName::Target,
+                },
+            }
+        );
+    }
+
+    #[test]
+    fn an_srv_owner_that_is_an_address_is_refused() {
+        for owner in ["10.0.0.1", "10.0.0.1:53", "::1"] {
+            assert_eq!(
+                problems(owner, r#"{ "resolution": { "mode": "srv" } }"#),
+                [format!(
+                    "{PATH}.{owner:?}: an SRV upstream is an owner name such as \
+                     _app._tcp.example.internal, not an address"
+                )]
+            );
+        }
+    }
+
+    #[test]
+    fn a_resolver_must_be_host_and_port() {
+        let found = problems(
+            "_app._tcp.example.internal",
+            r#"{ "resolution": { "mode": "srv", "resolver": "127.0.0.1" } }"#,
+        );
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(
+            found[0].starts_with(&format!(
+                r#"{PATH}."_app._tcp.example.internal".resolution.resolver: a resolver is host:port"#
+            )),
+            "{found:?}"
+        );
+    }
+
+    #[test]
+    fn min_ttl_longer_than_max_ttl_is_refused_after_defaults() {
+        let expected = [format!(
+            r#"{PATH}."_a._tcp.internal".resolution.min_ttl: min_ttl is longer than max_ttl"#
+        )];
+        let written = r#"{ "resolution": { "mode": "srv", "min_ttl": "10s", "max_ttl": "5s" } }"#;
+        assert_eq!(problems("_a._tcp.internal", written), expected);
+        // The default max_ttl is 60s.
+        let defaulted = r#"{ "resolution": { "mode": "srv", "min_ttl": "2m" } }"#;
+        assert_eq!(problems("_a._tcp.internal", defaulted), expected);
+    }
+
+    #[test]
+    fn target_server_names_and_a_fixed_sni_are_refused_together() {
+        let settings = r#"{ "sni": "fixed.example.com",
+            "resolution": { "mode": "srv", "tls_server_name": "target" } }"#;
+        assert_eq!(
+            problems("_a._tcp.internal", settings),
+            [format!(
+                r#"{PATH}."_a._tcp.internal".resolution.tls_server_name: "target" can't be combined with a fixed sni"#
+            )]
+        );
+        let owner_name = r#"{ "sni": "fixed.example.com",
+            "resolution": { "mode": "srv", "tls_server_name": "owner" } }"#;
+        assert_eq!(
+            problems("_a._tcp.internal", owner_name),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn srv_keys_with_mode_a_are_refused() {
+        for key in [
+            "resolver",
+            "min_ttl",
+            "max_ttl",
+            "negative_ttl",
+            "tls_server_name",
+        ] {
+            let value = match key {
+                "resolver" => "127.0.0.1:53",
+                "tls_server_name" => "owner",
+                _ => "5s",
+            };
+            for mode in [r#""mode": "a", "#, ""] {
+                let settings = format!(r#"{{ "resolution": {{ {mode}"{key}": "{value}" }} }}"#);
+                assert_eq!(
+                    problems("app:8080", &settings),
+                    [format!(
+                        r#"{PATH}."app:8080".resolution.{key}: applies only with mode "srv""#
+                    )],
+                    "{settings}"
+                );
+            }
+        }
+    }
+
     fn refusal(upstream: &str) -> String {
         let text = format!(
             r#"{{"host": {{"a.com": {{"location": {{"/": {{"upstream": {upstream}}}}}}}}}}}"#

@@ -26,8 +26,8 @@ use super::tls::{handshake, system_roots, ClientConfigs, TlsSettings};
 use crate::config::{SrvResolution, TlsServerName};
 use crate::resolve::srv::{dial, dial_rng};
 use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvConnection, SrvDialError, SrvResolver};
-use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
 use crate::sync::{lock, read, write};
+use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
 
 /// How long an unused pooled connection is kept.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
@@ -116,7 +116,11 @@ impl Connector {
             }
             Some(srv) => {
                 let connection = self.dial_srv(srv).await?;
-                (connection.stream, connection.address, Some(connection.target))
+                (
+                    connection.stream,
+                    connection.address,
+                    Some(connection.target),
+                )
             }
         };
         let stream = match &self.key.transport {
@@ -129,9 +133,12 @@ impl Connector {
                         TlsServerName::Target => srv_target.as_deref()?,
                     })
                 });
-                let settings =
-                    TlsSettings::new(server_name, address.ip(), self.dialing.tls.get(target.verify))
-                        .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+                let settings = TlsSettings::new(
+                    server_name,
+                    address.ip(),
+                    self.dialing.tls.get(target.verify),
+                )
+                .map_err(|error| ConnectError::Handshake(error.to_string()))?;
                 let left = timeout.saturating_sub(started.elapsed());
                 let connection = tokio::time::timeout(left, handshake(tcp, &settings))
                     .await
@@ -143,7 +150,10 @@ impl Connector {
         // An SRV pool's targets come and go with the answer; its idle
         // connections end with the pool's idle timeout.
         let retirement = match self.key.srv {
-            None => self.dialing.registry.retirement(&self.key.transport, address),
+            None => self
+                .dialing
+                .registry
+                .retirement(&self.key.transport, address),
             Some(_) => None,
         };
         Ok(UpstreamConnection::new(stream, retirement))
@@ -165,7 +175,9 @@ impl Connector {
             .map_err(|error| match error {
                 SrvDialError::Unavailable => ConnectError::Unavailable,
                 SrvDialError::TimedOut => ConnectError::TimedOut,
-                SrvDialError::AllFailed(error) if error.kind() == io::ErrorKind::ConnectionRefused => {
+                SrvDialError::AllFailed(error)
+                    if error.kind() == io::ErrorKind::ConnectionRefused =>
+                {
                     ConnectError::Refused
                 }
                 SrvDialError::AllFailed(error) => ConnectError::Failed(error),
@@ -222,7 +234,10 @@ impl SrvResolvers {
 }
 
 /// A TCP connection with `TCP_NODELAY`, within `timeout`.
-pub async fn connect_tcp(address: SocketAddr, timeout: Duration) -> Result<TcpStream, ConnectError> {
+pub async fn connect_tcp(
+    address: SocketAddr,
+    timeout: Duration,
+) -> Result<TcpStream, ConnectError> {
     let stream = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
         Err(_) => return Err(ConnectError::TimedOut),
         Ok(Err(error)) if error.kind() == io::ErrorKind::ConnectionRefused => {

@@ -9,12 +9,12 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
+use crate::sync::lock;
 use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use crate::sync::lock;
 
 /// The largest body kept to be sent again.
 pub const MAX_KEPT_BODY: usize = 64 * 1024;
@@ -207,4 +207,3 @@ impl StreamedBody {
         hint
     }
 }
-

@@ -10,7 +10,7 @@ use futures_util::future::{self, BoxFuture, FutureExt};
 use hickory_resolver::config::{NameServerConfigGroup, ResolveHosts, ResolverConfig, ResolverOpts};
 use hickory_resolver::name_server::{NameServerPool, TokioConnectionProvider};
 use hickory_resolver::proto::op::{Query, ResponseCode};
-use hickory_resolver::proto::rr::{Name, RData, Record, RecordType};
+use hickory_resolver::proto::rr::{Name, RData, RecordType};
 use hickory_resolver::proto::xfer::{DnsHandle, DnsRequestOptions, FirstAnswer, RetryDnsHandle};
 use hickory_resolver::proto::{ProtoError, ProtoErrorKind};
 use hickory_resolver::{ResolveError, TokioResolver};
@@ -19,8 +19,8 @@ use super::{Dns, IpAnswer, LookupError, SrvAnswer, SrvRecord};
 
 /// How long one query may wait for its answer.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(2);
-/// Queries per lookup before it is a failure.
-const ATTEMPTS: usize = 2;
+/// Queries sent again after a timeout: two attempts in all.
+const RETRIES: usize = 1;
 
 /// Could not read the system's resolver configuration.
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +56,7 @@ impl HickoryDns {
 
     fn new(config: ResolverConfig, mut options: ResolverOpts) -> HickoryDns {
         options.timeout = ATTEMPT_TIMEOUT;
-        options.attempts = ATTEMPTS;
+        options.attempts = RETRIES;
         options.edns0 = true;
         // Nothing is kept between lookups: a zero-sized cache whose entries
         // expire as they are made.
@@ -82,11 +82,12 @@ impl HickoryDns {
         }
     }
 
-    async fn lookup_records(
+    /// The addresses of one record type, with their TTLs; none is NotFound.
+    async fn addresses(
         &self,
         name: &str,
         kind: RecordType,
-    ) -> Result<Vec<Record>, LookupError> {
+    ) -> Result<Vec<(IpAddr, u32)>, LookupError> {
         let lookup =
             self.resolver
                 .lookup(name, kind)
@@ -95,21 +96,29 @@ impl HickoryDns {
                     Some(proto) => lookup_error(proto),
                     None => LookupError::Failed(error.to_string()),
                 })?;
-        Ok(lookup.records().to_vec())
+        let addresses: Vec<(IpAddr, u32)> = lookup
+            .records()
+            .iter()
+            .filter_map(|record| record_ip(record.data()).map(|ip| (ip, record.ttl())))
+            .collect();
+        if addresses.is_empty() {
+            return Err(LookupError::NotFound);
+        }
+        Ok(addresses)
     }
 
     async fn ip_answer(&self, name: &str) -> Result<IpAnswer, LookupError> {
         let (v4, v6) = future::join(
-            self.lookup_records(name, RecordType::A),
-            self.lookup_records(name, RecordType::AAAA),
+            self.addresses(name, RecordType::A),
+            self.addresses(name, RecordType::AAAA),
         )
         .await;
-        let records: Vec<Record> = match (v4, v6) {
+        let addresses = match (v4, v6) {
             (Ok(mut v4), Ok(v6)) => {
                 v4.extend(v6);
                 v4
             }
-            (Ok(records), Err(_)) | (Err(_), Ok(records)) => records,
+            (Ok(addresses), Err(_)) | (Err(_), Ok(addresses)) => addresses,
             // A failure says nothing about the name; only two "no such
             // records" answers say it has no addresses.
             (Err(LookupError::Failed(reason)), _) | (_, Err(LookupError::Failed(reason))) => {
@@ -119,18 +128,11 @@ impl HickoryDns {
                 return Err(LookupError::NotFound)
             }
         };
-        let addressed: Vec<(IpAddr, u32)> = records
-            .iter()
-            .filter_map(|record| record_ip(record.data()).map(|ip| (ip, record.ttl())))
-            .collect();
-        let ttl = addressed.iter().map(|(_, ttl)| *ttl).min();
-        match ttl {
-            Some(ttl) => Ok(IpAnswer {
-                addresses: addressed.into_iter().map(|(ip, _)| ip).collect(),
-                ttl: Duration::from_secs(u64::from(ttl)),
-            }),
-            None => Err(LookupError::NotFound),
-        }
+        let ttl = addresses.iter().map(|(_, ttl)| *ttl).min().unwrap_or(0);
+        Ok(IpAnswer {
+            addresses: addresses.into_iter().map(|(ip, _)| ip).collect(),
+            ttl: Duration::from_secs(u64::from(ttl)),
+        })
     }
 
     async fn srv_answer(&self, owner: &str) -> Result<SrvAnswer, LookupError> {
@@ -140,10 +142,7 @@ impl HickoryDns {
         name.set_fqdn(true);
         let response = self
             .servers
-            .lookup(
-                Query::query(name, RecordType::SRV),
-                self.request_options.clone(),
-            )
+            .lookup(Query::query(name, RecordType::SRV), self.request_options)
             .first_answer()
             .await
             .map_err(|error| lookup_error(&error))?;

@@ -1,11 +1,13 @@
 //! The proxy core, end to end: dockhand serving real loopback backends.
 
+mod dns_server;
 mod support;
 mod upstreams;
 
 mod forwarding;
 mod lifecycle;
 mod protocols;
+mod resolve;
 mod routes_file;
 mod routing;
 mod statuses;

@@ -114,10 +114,17 @@ async fn least_connections_passes_over_a_slow_upstream() {
     assert_eq!(slow_hits.load(Ordering::SeqCst), 1);
     let before = fast_hits.load(Ordering::SeqCst);
     for _ in 0..10 {
-        assert_eq!(get(proxy.addr, "a.test", "/").await.header("x-backend"), "fast");
+        assert_eq!(
+            get(proxy.addr, "a.test", "/").await.header("x-backend"),
+            "fast"
+        );
     }
     assert_eq!(fast_hits.load(Ordering::SeqCst), before + 10);
-    assert_eq!(slow_hits.load(Ordering::SeqCst), 1, "nothing more while it works");
+    assert_eq!(
+        slow_hits.load(Ordering::SeqCst),
+        1,
+        "nothing more while it works"
+    );
     release.notify_waiters();
     for request in held {
         assert_eq!(request.await.unwrap().status, StatusCode::OK);
@@ -138,7 +145,10 @@ async fn active_checks_take_a_gone_upstream_out_and_bring_it_back() {
 
     // Two failed checks (about 2 s): from then on every request goes to a.
     eventually("b is found unhealthy", || async {
-        backends_seen(&proxy, 4).await.iter().all(|seen| seen == "a")
+        backends_seen(&proxy, 4)
+            .await
+            .iter()
+            .all(|seen| seen == "a")
     })
     .await;
     let replies = backends_seen(&proxy, 6).await;
@@ -207,7 +217,9 @@ async fn a_connect_failure_is_retried_for_any_method_with_its_body() {
         let body = format!("order {round}");
         let reply = send(
             proxy.addr,
-            request("POST", "a.test", "/orders").body(full(body.clone())).unwrap(),
+            request("POST", "a.test", "/orders")
+                .body(full(body.clone()))
+                .unwrap(),
         )
         .await;
         assert_eq!(reply.status, StatusCode::OK);
@@ -231,7 +243,9 @@ async fn statuses_are_retried_only_for_idempotent_requests_with_small_bodies() {
         assert_eq!(get(proxy.addr, "a.test", "/").await.status, StatusCode::OK);
         let put = send(
             proxy.addr,
-            request("PUT", "a.test", "/doc").body(full("small")).unwrap(),
+            request("PUT", "a.test", "/doc")
+                .body(full("small"))
+                .unwrap(),
         )
         .await;
         assert_eq!((put.status, put.text().as_str()), (StatusCode::OK, "small"));
@@ -247,7 +261,10 @@ async fn statuses_are_retried_only_for_idempotent_requests_with_small_bodies() {
         .await;
         statuses.push(post.status);
     }
-    assert!(statuses.contains(&StatusCode::SERVICE_UNAVAILABLE), "{statuses:?}");
+    assert!(
+        statuses.contains(&StatusCode::SERVICE_UNAVAILABLE),
+        "{statuses:?}"
+    );
 
     // A PUT over 64 KiB streams and is not sent again either.
     let large = vec![b'x'; 100 * 1024];
@@ -256,7 +273,9 @@ async fn statuses_are_retried_only_for_idempotent_requests_with_small_bodies() {
     for _ in 0..4 {
         let put = send(
             proxy.addr,
-            request("PUT", "a.test", "/doc").body(full(large.clone())).unwrap(),
+            request("PUT", "a.test", "/doc")
+                .body(full(large.clone()))
+                .unwrap(),
         )
         .await;
         if put.status == StatusCode::OK {
@@ -288,7 +307,11 @@ async fn the_last_try_answer_goes_to_the_client() {
         "the upstream's own answer, not dockhand's"
     );
     let hits = [&first_hits, &second_hits, &third_hits].map(|h| h.load(Ordering::SeqCst));
-    assert_eq!(hits, [1, 1, 1], "each try went to an upstream not tried yet");
+    assert_eq!(
+        hits,
+        [1, 1, 1],
+        "each try went to an upstream not tried yet"
+    );
 }
 
 #[tokio::test]
@@ -307,13 +330,19 @@ async fn without_retry_a_request_is_sent_once() {
         statuses
     };
     assert_eq!(
-        statuses.iter().filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE).count(),
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::SERVICE_UNAVAILABLE)
+            .count(),
         2
     );
     assert_eq!(hits.load(Ordering::SeqCst), 2);
 
     let refused = Proxy::start(&routes(json!({"upstream": {refusing().to_string(): {}}}))).await;
-    assert_eq!(get(refused.addr, "a.test", "/").await.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(
+        get(refused.addr, "a.test", "/").await.status,
+        StatusCode::BAD_GATEWAY
+    );
 }
 
 #[tokio::test]
@@ -339,7 +368,10 @@ async fn a_pooled_connection_the_upstream_closed_is_replaced() {
     let proxy = Proxy::start(&routes(json!({"upstream": {addr.to_string(): {}}}))).await;
     for _ in 0..5 {
         let reply = get(proxy.addr, "a.test", "/").await;
-        assert_eq!((reply.status, reply.text().as_str()), (StatusCode::OK, "ok"));
+        assert_eq!(
+            (reply.status, reply.text().as_str()),
+            (StatusCode::OK, "ok")
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(accepted.load(Ordering::SeqCst), 5);
@@ -387,6 +419,9 @@ async fn headers_add_replaces_request_headers_host_included() {
             .unwrap(),
     )
     .await;
-    assert_eq!(reply.echoed_header("host").as_deref(), Some("docs.example.org"));
+    assert_eq!(
+        reply.echoed_header("host").as_deref(),
+        Some("docs.example.org")
+    );
     assert_eq!(reply.echoed_header("x-team").as_deref(), Some("blue"));
 }

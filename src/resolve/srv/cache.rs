@@ -14,8 +14,8 @@ use tokio::time::Instant;
 
 use crate::resolve::{Dns, IpAnswer, LookupError, SrvAnswer};
 
-/// How long a lookup waits for the refresh of an expired answer before it
-/// uses the last good one.
+/// How long after an expired answer's refresh started lookups wait for it
+/// before they use the last good answer.
 pub const REFRESH_WAIT: Duration = Duration::from_millis(500);
 /// Names kept per cache, so hosts derived from clients can't grow it.
 pub const DEFAULT_CAPACITY: usize = 4096;
@@ -155,7 +155,8 @@ struct Entry<T> {
     failure: Option<LookupError>,
     /// No lookup before this, unless nothing can be served.
     next_lookup: Instant,
-    refresh: Option<Refresh<T>>,
+    /// The lookup in flight, and when it started.
+    refresh: Option<(Refresh<T>, Instant)>,
     created: Instant,
 }
 
@@ -179,6 +180,8 @@ enum Cached<T> {
     Refreshing {
         refresh: Refresh<T>,
         fallback: Option<T>,
+        /// What is left of `REFRESH_WAIT` for a fallback to be used.
+        wait: Duration,
     },
 }
 
@@ -212,13 +215,15 @@ impl<T: Answer> NameCache<T> {
             Cached::Refreshing {
                 refresh,
                 fallback: Some(last_good),
-            } => match tokio::time::timeout(REFRESH_WAIT, refresh).await {
+                wait,
+            } => match tokio::time::timeout(wait, refresh).await {
                 Ok(served) => served,
                 Err(_) => Served::Stale(last_good),
             },
             Cached::Refreshing {
                 refresh,
                 fallback: None,
+                ..
             } => refresh.await,
         };
         let (result, counter) = match served {
@@ -245,13 +250,14 @@ impl<T: Answer> NameCache<T> {
                 (None, None) => {}
             }
         }
-        let refresh = entry
+        let (refresh, started) = entry
             .refresh
-            .get_or_insert_with(|| self.start_refresh(key))
+            .get_or_insert_with(|| (self.start_refresh(key), now))
             .clone();
         Cached::Refreshing {
             refresh,
             fallback: entry.usable(now, max_ttl).cloned(),
+            wait: REFRESH_WAIT.saturating_sub(now - started),
         }
     }
 
