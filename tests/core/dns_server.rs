@@ -84,9 +84,14 @@ struct Zone {
 impl DnsServer {
     /// Listens on UDP and TCP, the same port for both.
     pub async fn start() -> DnsServer {
-        let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        // A free UDP port may be taken for TCP by another test: try another.
+        let (udp, tcp) = loop {
+            let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            if let Ok(tcp) = TcpListener::bind(udp.local_addr().unwrap()).await {
+                break (udp, tcp);
+            }
+        };
         let address = udp.local_addr().unwrap();
-        let tcp = TcpListener::bind(address).await.unwrap();
         let zone = Arc::new(Mutex::new(Zone::default()));
         let tasks = vec![
             tokio::spawn(serve_udp(udp, Arc::clone(&zone))),

@@ -1,6 +1,7 @@
 //! The proxy core, end to end: dockhand serving real loopback backends.
 
 mod dns_server;
+mod names;
 mod support;
 mod upstreams;
 
