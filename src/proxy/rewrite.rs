@@ -40,13 +40,18 @@ pub fn rewrite_path(
     original: &PathAndQuery,
 ) -> Result<PathAndQuery, RewriteError> {
     let path = original.path();
+    let query_len = original.query().map_or(0, |query| query.len() + 1);
     let mut rewritten = String::new();
     let changed = match rewrite {
-        Rewrite::Prefix { strip, add } => {
-            rewrite_prefix(path, strip.as_deref(), add.as_deref(), &mut rewritten)
-        }
+        Rewrite::Prefix { strip, add } => rewrite_prefix(
+            path,
+            strip.as_deref(),
+            add.as_deref(),
+            query_len,
+            &mut rewritten,
+        ),
         Rewrite::Regex { pattern, replace } => {
-            rewrite_regex(path, pattern, replace, &mut rewritten)
+            rewrite_regex(path, pattern, replace, query_len, &mut rewritten)
         }
     };
     if !changed {
@@ -62,13 +67,22 @@ pub fn rewrite_path(
         rewritten.push('?');
         rewritten.push_str(query);
     }
+    // No-op for prefixes, sized exactly; see `rewrite_prefix`.
+    rewritten.shrink_to_fit();
     let length = rewritten.len();
     // Every byte is a path character now, so only the length can be refused.
     PathAndQuery::try_from(rewritten).map_err(|_| RewriteError::TooLong { length })
 }
 
-/// Writes the stripped and prefixed path into `out`; false when the path stays as it is.
-fn rewrite_prefix(path: &str, strip: Option<&str>, add: Option<&str>, out: &mut String) -> bool {
+/// Writes the stripped and prefixed path into `out`, with room for
+/// `query_len` more bytes; false when the path stays as it is.
+fn rewrite_prefix(
+    path: &str,
+    strip: Option<&str>,
+    add: Option<&str>,
+    query_len: usize,
+    out: &mut String,
+) -> bool {
     let rest = match strip.map(|strip| strip_segments(path, strip)) {
         Some(Some(rest)) => rest,
         // A path outside `strip_prefix` is not for this rewrite: add nothing either.
@@ -80,7 +94,9 @@ fn rewrite_prefix(path: &str, strip: Option<&str>, add: Option<&str>, out: &mut 
         return false;
     }
     let rest = if rest.is_empty() { "/" } else { rest };
-    out.reserve(add.len() + rest.len() + 1);
+    // Exactly the final length: `bytes` turns a full `String` into its
+    // buffer without allocating a shared header for the spare capacity.
+    out.reserve_exact(add.len() + rest.len() + query_len);
     out.push_str(add);
     out.push_str(rest);
     true
@@ -93,14 +109,20 @@ fn strip_segments<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
     (rest.is_empty() || rest.starts_with('/')).then_some(rest)
 }
 
-/// Writes `path` with its first match of `pattern` replaced into `out`;
-/// false when nothing matches.
-fn rewrite_regex(path: &str, pattern: &regex::Regex, replace: &str, out: &mut String) -> bool {
+/// Writes `path` with its first match of `pattern` replaced into `out`, with
+/// room for `query_len` more bytes; false when nothing matches.
+fn rewrite_regex(
+    path: &str,
+    pattern: &regex::Regex,
+    replace: &str,
+    query_len: usize,
+    out: &mut String,
+) -> bool {
     let Some(captures) = pattern.captures(path) else {
         return false;
     };
     let matched = captures.get(0).expect("group 0 is the whole match");
-    out.reserve(path.len() + replace.len() + 1);
+    out.reserve(path.len() + replace.len() + 1 + query_len);
     out.push_str(&path[..matched.start()]);
     captures.expand(replace, out);
     out.push_str(&path[matched.end()..]);
