@@ -52,18 +52,15 @@ pub enum ConnectError {
     NoAddress,
 }
 
-/// What a pool's connections have in common besides their address: the
-/// transport, and for an SRV upstream the owner name they are dialed through.
+/// What a pool's connections have in common: the transport, and where they
+/// go. HTTP/1.1 in cleartext shares one pool for every address (the URI says
+/// which); the others, which may speak HTTP/2 and so send the URI's
+/// authority as `:authority`, have a pool per destination, so the URI can
+/// carry the host the upstream expects instead of the address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct PoolKey {
     transport: Transport,
-    srv: Option<SrvTarget>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct SrvTarget {
-    owner: Arc<str>,
-    resolution: SrvResolution,
+    destination: Option<Destination>,
 }
 
 /// What every connector shares.
@@ -105,31 +102,36 @@ impl Connector {
     async fn connect(&self, uri: &Uri) -> Result<UpstreamConnection, ConnectError> {
         let started = Instant::now();
         let timeout = self.dialing.connect_timeout;
-        let (tcp, address, srv_target) = match &self.key.srv {
-            None => {
-                // The URI's authority is always an IP address and port we wrote.
-                let address: SocketAddr = uri
-                    .authority()
-                    .and_then(|authority| authority.as_str().parse().ok())
-                    .ok_or(ConnectError::NoAddress)?;
-                (connect_tcp(address, timeout).await?, address, None)
+        let (tcp, address, srv_target) = match &self.key.destination {
+            Some(Destination::Address(address)) => {
+                (connect_tcp(*address, timeout).await?, *address, None)
             }
-            Some(srv) => {
-                let connection = self.dial_srv(srv).await?;
+            Some(Destination::Srv { owner, resolution }) => {
+                let connection = self.dial_srv(owner, resolution).await?;
                 (
                     connection.stream,
                     connection.address,
                     Some(connection.target),
                 )
             }
+            None => {
+                // The shared pool's URIs carry the IP address and port we wrote.
+                let address: SocketAddr = uri
+                    .authority()
+                    .and_then(|authority| authority.as_str().parse().ok())
+                    .ok_or(ConnectError::NoAddress)?;
+                (connect_tcp(address, timeout).await?, address, None)
+            }
         };
         let stream = match &self.key.transport {
             Transport::Http1 | Transport::H2c => Stream::Tcp(tcp),
             Transport::Tls(target) => {
                 let server_name = target.sni.as_deref().or_else(|| {
-                    let srv = self.key.srv.as_ref()?;
-                    Some(match srv.resolution.tls_server_name {
-                        TlsServerName::Owner => &*srv.owner,
+                    let Some(Destination::Srv { owner, resolution }) = &self.key.destination else {
+                        return None;
+                    };
+                    Some(match resolution.tls_server_name {
+                        TlsServerName::Owner => &**owner,
                         TlsServerName::Target => srv_target.as_deref()?,
                     })
                 });
@@ -149,18 +151,22 @@ impl Connector {
         };
         // An SRV pool's targets come and go with the answer; its idle
         // connections end with the pool's idle timeout.
-        let retirement = match self.key.srv {
-            None => self
+        let retirement = match self.key.destination {
+            Some(Destination::Srv { .. }) => None,
+            _ => self
                 .dialing
                 .registry
                 .retirement(&self.key.transport, address),
-            Some(_) => None,
         };
         Ok(UpstreamConnection::new(stream, retirement))
     }
 
-    async fn dial_srv(&self, srv: &SrvTarget) -> Result<SrvConnection<TcpStream>, ConnectError> {
-        let resolver = self.dialing.srv.resolver(&srv.resolution).await?;
+    async fn dial_srv(
+        &self,
+        owner: &str,
+        resolution: &SrvResolution,
+    ) -> Result<SrvConnection<TcpStream>, ConnectError> {
+        let resolver = self.dialing.srv.resolver(resolution).await?;
         let connect = |address, time| async move {
             let stream = tokio::time::timeout(time, TcpStream::connect(address))
                 .await
@@ -170,7 +176,7 @@ impl Connector {
         };
         let mut rng = dial_rng();
         let timeout = self.dialing.connect_timeout;
-        dial(&resolver, &srv.owner, timeout, &mut rng, connect)
+        dial(&resolver, owner, timeout, &mut rng, connect)
             .await
             .map_err(|error| match error {
                 SrvDialError::Unavailable => ConnectError::Unavailable,
@@ -184,6 +190,15 @@ impl Connector {
                 SrvDialError::LookupFailed(reason) => ConnectError::Lookup(reason),
             })
     }
+}
+
+/// Whether requests to `endpoint` carry its address as their URI's
+/// authority (the shared HTTP/1.1 pool), or the host the upstream expects.
+pub fn authority_is_address(endpoint: &Endpoint) -> bool {
+    matches!(
+        (&endpoint.destination, &endpoint.transport),
+        (Destination::Address(_), Transport::Http1)
+    )
 }
 
 /// One SRV resolver (with its caches) per resolution settings.
@@ -252,10 +267,9 @@ pub async fn connect_tcp(
 
 type PooledClient = Client<Connector, UpstreamBody>;
 
-/// One pool per transport (and SRV owner); each pools by address.
+/// The shared HTTP/1.1 pool, and one pool per destination for the others.
 pub struct UpstreamClient {
     http1: PooledClient,
-    h2c: PooledClient,
     /// Pools for the other transports, made when first used.
     others: RwLock<HashMap<PoolKey, PooledClient>>,
     dialing: Arc<Dialing>,
@@ -276,42 +290,26 @@ impl UpstreamClient {
                 resolvers: Mutex::default(),
             },
         });
-        let plain = |transport| {
-            pooled_client(
-                PoolKey {
-                    transport,
-                    srv: None,
-                },
-                dialing.clone(),
-            )
+        let shared = PoolKey {
+            transport: Transport::Http1,
+            destination: None,
         };
         UpstreamClient {
-            http1: plain(Transport::Http1),
-            h2c: plain(Transport::H2c),
+            http1: pooled_client(shared, dialing.clone()),
             others: RwLock::default(),
             dialing,
         }
     }
 
     pub fn send(&self, endpoint: &Endpoint, request: Request<UpstreamBody>) -> ResponseFuture {
-        match (&endpoint.destination, &endpoint.transport) {
-            (Destination::Address(_), Transport::Http1) => self.http1.request(request),
-            (Destination::Address(_), Transport::H2c) => self.h2c.request(request),
-            (destination, transport) => {
-                let srv = match destination {
-                    Destination::Srv { owner, resolution } => Some(SrvTarget {
-                        owner: owner.clone(),
-                        resolution: resolution.clone(),
-                    }),
-                    Destination::Address(_) => None,
-                };
-                let key = PoolKey {
-                    transport: transport.clone(),
-                    srv,
-                };
-                self.pool_for(key).request(request)
-            }
+        if authority_is_address(endpoint) {
+            return self.http1.request(request);
         }
+        let key = PoolKey {
+            transport: endpoint.transport.clone(),
+            destination: Some(endpoint.destination.clone()),
+        };
+        self.pool_for(key).request(request)
     }
 
     fn pool_for(&self, key: PoolKey) -> PooledClient {

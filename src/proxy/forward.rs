@@ -9,14 +9,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
-use http::uri::{PathAndQuery, Scheme};
+use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::access_log::AccessRecord;
 use super::body::ProxyBody;
-use super::client::{connect_error, ConnectError, UpstreamClient, UpstreamResponse};
+use super::client::{
+    authority_is_address, connect_error, ConnectError, UpstreamClient, UpstreamResponse,
+};
 use super::error::ProxyError;
 use super::headers::{self, PeerInfo};
 use super::request_body::{keep_small, BodyClaim, KeptBody, UpstreamBody};
@@ -209,25 +211,35 @@ struct Head {
 
 impl Head {
     fn request_to(&self, endpoint: &Endpoint, body: UpstreamBody) -> Request<UpstreamBody> {
-        let mut request = Request::new(body);
-        *request.method_mut() = self.method.clone();
+        let mut headers = self.headers.clone();
+        for (name, value) in &endpoint.config.headers_add {
+            headers.insert(name.clone(), value.clone());
+        }
+        // HTTP/2 sends the URI's authority as `:authority`, which upstreams
+        // read as the host: it must be the Host sent, not the address.
+        let authority = if authority_is_address(endpoint) {
+            endpoint.authority.clone()
+        } else {
+            headers
+                .get(header::HOST)
+                .and_then(|host| Authority::try_from(host.as_bytes()).ok())
+                .unwrap_or_else(|| endpoint.authority.clone())
+        };
         let mut uri = http::uri::Parts::default();
         uri.scheme = Some(match endpoint.transport {
             Transport::Tls(_) => Scheme::HTTPS,
             Transport::Http1 | Transport::H2c => Scheme::HTTP,
         });
-        uri.authority = Some(endpoint.authority.clone());
+        uri.authority = Some(authority);
         uri.path_and_query = Some(self.path.clone());
+        let mut request = Request::new(body);
+        *request.method_mut() = self.method.clone();
         *request.uri_mut() = Uri::from_parts(uri).expect("scheme, authority and path make a URI");
         *request.version_mut() = match endpoint.transport {
             Transport::H2c => Version::HTTP_2,
             // Over TLS the client speaks what ALPN chose.
             Transport::Http1 | Transport::Tls(_) => Version::HTTP_11,
         };
-        let mut headers = self.headers.clone();
-        for (name, value) in &endpoint.config.headers_add {
-            headers.insert(name.clone(), value.clone());
-        }
         *request.headers_mut() = headers;
         request
     }

@@ -14,3 +14,4 @@ mod routing;
 mod statuses;
 mod tls;
 mod tls_support;
+mod tls_upstreams;

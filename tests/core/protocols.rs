@@ -92,6 +92,7 @@ async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
     // Answers with the request's trailer echoed back as a response trailer.
     let backend = Backend::start(|request: http::Request<Incoming>| async move {
         let version = format!("{:?}", request.version());
+        let authority = request.uri().authority().map(|a| a.to_string());
         let te = request.headers().get("te").cloned();
         let collected = request.into_body().collect().await.unwrap();
         let request_trailer = collected
@@ -104,7 +105,7 @@ async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
         trailers.insert("x-echoed-checksum", request_trailer);
         let frames = vec![
             Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Frame::data(Bytes::from(format!(
-                "{version} te={te:?} body={}",
+                "{version} authority={authority:?} te={te:?} body={}",
                 String::from_utf8_lossy(&body)
             )))),
             Ok(Frame::trailers(trailers)),
@@ -142,5 +143,9 @@ async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
     assert_eq!(trailers["grpc-status"], "0");
     assert_eq!(trailers["x-echoed-checksum"], "abc123");
     let body = String::from_utf8(collected.to_bytes().to_vec()).unwrap();
-    assert_eq!(body, r#"HTTP/2.0 te=Some("trailers") body=ping"#);
+    // `:authority` is the host the client asked for, never the upstream's address.
+    assert_eq!(
+        body,
+        r#"HTTP/2.0 authority=Some("grpc.test") te=Some("trailers") body=ping"#
+    );
 }

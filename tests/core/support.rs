@@ -336,6 +336,15 @@ impl ProxyProcess {
     /// As `start`, with exactly the flags given besides the routes, listen
     /// address and log format.
     pub async fn start_with_flags(routes: &str, extra: &[&str]) -> ProxyProcess {
+        ProxyProcess::start_with_env(routes, extra, &[]).await
+    }
+
+    /// As `start_with_flags`, with environment variables set for the process.
+    pub async fn start_with_env(
+        routes: &str,
+        extra: &[&str],
+        env: &[(&str, &std::path::Path)],
+    ) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
@@ -349,6 +358,7 @@ impl ProxyProcess {
             .arg("--log-format")
             .arg("json")
             .args(extra)
+            .envs(env.iter().copied())
             .stdout(log)
             .stderr(Stdio::inherit())
             .spawn()

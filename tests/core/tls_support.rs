@@ -36,6 +36,11 @@ impl TestCa {
         TestCa { issuer }
     }
 
+    /// The CA certificate in PEM, for a process to trust it (`SSL_CERT_FILE`).
+    pub fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
     /// A root store trusting this CA only.
     pub fn roots(&self) -> Arc<RootCertStore> {
         let mut roots = RootCertStore::empty();

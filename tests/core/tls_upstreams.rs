@@ -1,0 +1,152 @@
+//! TLS upstreams end to end: the dockhand binary, trusting a test CA through
+//! `SSL_CERT_FILE` as it would the system's roots, in front of HTTPS
+//! backends with certificates made at test time.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+use crate::support::*;
+use crate::tls_support::{acceptor, self_signed, ServerIdentity, TestCa};
+
+const BOTH: &[&[u8]] = &[b"h2", b"http/1.1"];
+
+/// An HTTPS backend answering with the HTTP version and `Host` it received.
+async fn https_backend(acceptor: TlsAcceptor) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let service = service_fn(|request: Request<Incoming>| async move {
+                    let host = request
+                        .headers()
+                        .get("host")
+                        .and_then(|value| value.to_str().ok())
+                        .unwrap_or("");
+                    let authority = request.uri().authority().map_or("", |a| a.as_str());
+                    let answer = json!({
+                        "version": format!("{:?}", request.version()),
+                        "host": host,
+                        "authority": authority,
+                    });
+                    Ok::<_, Infallible>(Response::new(Full::new(bytes::Bytes::from(
+                        answer.to_string(),
+                    ))))
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// dockhand with one location sending to `upstream` with `settings`,
+/// trusting `ca` as its system roots.
+struct TrustingProxy {
+    process: ProxyProcess,
+    _roots: tempfile::NamedTempFile,
+}
+
+async fn proxy(ca: &TestCa, upstream: SocketAddr, settings: serde_json::Value) -> TrustingProxy {
+    let roots = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(roots.path(), ca.pem()).unwrap();
+    let routes = json!({"host": {"a.test": {"location": {"/": {"upstream": {
+        upstream.to_string(): settings
+    }}}}}})
+    .to_string();
+    let process = ProxyProcess::start_with_env(
+        &routes,
+        &["--no-docker"],
+        &[("SSL_CERT_FILE", roots.path())],
+    )
+    .await;
+    TrustingProxy {
+        process,
+        _roots: roots,
+    }
+}
+
+async fn backend_for(identity: &ServerIdentity) -> SocketAddr {
+    https_backend(acceptor(identity, BOTH)).await
+}
+
+#[tokio::test]
+async fn a_trusted_certificate_for_the_name_passes_verification() {
+    let ca = TestCa::new("test ca");
+    let backend = backend_for(&ca.leaf("api.example.test")).await;
+    let dockhand = proxy(
+        &ca,
+        backend,
+        json!({"tls": true, "sni": "api.example.test", "verify": true,
+               "headers": {"add": {"Host": "api.example.test"}}}),
+    )
+    .await;
+    let reply = get(dockhand.process.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    // ALPN chose h2; the host the upstream sees is the one headers.add set,
+    // as `:authority` too, never the address.
+    assert_eq!(reply.json()["version"], "HTTP/2.0");
+    assert_eq!(reply.json()["host"], "api.example.test");
+    assert_eq!(reply.json()["authority"], "api.example.test");
+}
+
+#[tokio::test]
+async fn an_untrusted_certificate_with_verify_is_a_502() {
+    let trusted = TestCa::new("trusted ca");
+    let other = TestCa::new("other ca");
+    let backend = backend_for(&other.leaf("api.example.test")).await;
+    let dockhand = proxy(
+        &trusted,
+        backend,
+        json!({"tls": true, "sni": "api.example.test", "verify": true}),
+    )
+    .await;
+    let reply = get(dockhand.process.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(reply.header("x-dockhand-error"), "connect_failed");
+}
+
+#[tokio::test]
+async fn a_certificate_for_another_name_with_verify_is_a_502() {
+    let ca = TestCa::new("test ca");
+    let backend = backend_for(&ca.leaf("other.example.test")).await;
+    let dockhand = proxy(
+        &ca,
+        backend,
+        json!({"tls": true, "sni": "api.example.test", "verify": true}),
+    )
+    .await;
+    let reply = get(dockhand.process.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+}
+
+#[tokio::test]
+async fn without_verify_any_certificate_is_accepted() {
+    let ca = TestCa::new("test ca");
+    let backend = backend_for(&self_signed("anything.test")).await;
+    let dockhand = proxy(&ca, backend, json!({"tls": true})).await;
+    let reply = get(dockhand.process.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert_eq!(
+        reply.json()["host"],
+        "a.test",
+        "the client's Host by default"
+    );
+    assert_eq!(reply.json()["authority"], "a.test");
+}
