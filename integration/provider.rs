@@ -66,6 +66,56 @@ fn access_events(log: &str, host: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// GETs sent one after another from a thread of their own, until stopped:
+/// at most 20,000 requests or 60 s.
+struct RequestLoop {
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicUsize>,
+    client: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl RequestLoop {
+    fn start(addr: SocketAddr, host: &str) -> RequestLoop {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let (stop_flag, sent_count, host) = (stop.clone(), sent.clone(), host.to_owned());
+        let client = std::thread::spawn(move || {
+            let mut failures = Vec::new();
+            let started = Instant::now();
+            while !stop_flag.load(Ordering::SeqCst)
+                && sent_count.load(Ordering::SeqCst) < 20_000
+                && started.elapsed() < Duration::from_secs(60)
+            {
+                match http_get(addr, &host, "/") {
+                    Ok(response) if response.status == 200 => {}
+                    Ok(response) => {
+                        failures.push(format!("{} {}", response.status, response.text()))
+                    }
+                    Err(error) => failures.push(error.to_string()),
+                }
+                sent_count.fetch_add(1, Ordering::SeqCst);
+            }
+            failures
+        });
+        RequestLoop { stop, sent, client }
+    }
+
+    /// Waits until `count` more requests have been answered.
+    fn wait_for_more(&self, count: usize) {
+        let before = self.sent.load(Ordering::SeqCst);
+        wait_until("more requests", || {
+            (self.sent.load(Ordering::SeqCst) >= before + count).then_some(())
+        });
+    }
+
+    /// Stops; how many were sent and the failures.
+    fn stop(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let failures = self.client.join().unwrap();
+        (self.sent.load(Ordering::SeqCst), failures)
+    }
+}
+
 #[test]
 fn a_labelled_container_is_routed_by_dockhand_on_the_host() {
     let run = TestRun::new("on-host");
@@ -110,31 +160,8 @@ fn recreating_the_only_container_loses_no_request() {
     let dockhand = DockhandOnHost::start(&[]);
     wait_for_200(dockhand.addr, &host, "/");
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = Arc::new(AtomicUsize::new(0));
-    let loop_host = host.clone();
-    let addr = dockhand.addr;
-    let (stop_flag, sent_count) = (stop.clone(), sent.clone());
-    let client = std::thread::spawn(move || {
-        let mut failures = Vec::new();
-        // Bounded: at most 20,000 requests or 60 s.
-        let started = Instant::now();
-        while !stop_flag.load(Ordering::SeqCst)
-            && sent_count.load(Ordering::SeqCst) < 20_000
-            && started.elapsed() < Duration::from_secs(60)
-        {
-            match http_get(addr, &loop_host, "/") {
-                Ok(response) if response.status == 200 => {}
-                Ok(response) => failures.push(format!("{} {}", response.status, response.text())),
-                Err(error) => failures.push(error.to_string()),
-            }
-            sent_count.fetch_add(1, Ordering::SeqCst);
-        }
-        failures
-    });
-    wait_until("requests flowing", || {
-        (sent.load(Ordering::SeqCst) > 20).then_some(())
-    });
+    let requests = RequestLoop::start(dockhand.addr, &host);
+    requests.wait_for_more(20);
     first.remove();
     // Docker hands a freed address out again; a filler takes it, so the new
     // container comes back on another address, as after a move.
@@ -150,21 +177,70 @@ fn recreating_the_only_container_loses_no_request() {
             .ok()
             .filter(|r| r.status == 200 && answered_by(r) == second.name)
     });
-    let before_stop = sent.load(Ordering::SeqCst);
-    wait_until("more requests after the recreate", || {
-        (sent.load(Ordering::SeqCst) > before_stop + 20).then_some(())
-    });
-    stop.store(true, Ordering::SeqCst);
-    let failures = client.join().unwrap();
+    requests.wait_for_more(20);
+    let (sent, failures) = requests.stop();
     record_figure(&format!(
-        "recreate: {} requests across `docker rm -f` + `docker run` ({first_ip} -> {second_ip}), {} failed",
-        sent.load(Ordering::SeqCst),
+        "recreate: {sent} requests across `docker rm -f` + `docker run` ({first_ip} -> {second_ip}), {} failed",
         failures.len()
     ));
     assert!(
         failures.is_empty(),
         "failed requests during the recreate: {failures:?}"
     );
+}
+
+#[test]
+fn an_upstream_named_by_a_network_alias_follows_its_container_through_a_recreate() {
+    let run = TestRun::new("alias");
+    let network = run.network("net");
+    let host = run.host("api");
+    let alias = "api-backend";
+    let app = |name: &str| {
+        run.backend(name)
+            .network(&network)
+            .option(&format!("--network-alias={alias}"))
+            .create()
+    };
+    let first = app("app1");
+    first.start();
+    // The route lives on a container of its own, sending to the alias by name
+    // (as a compose service name would be), so recreating the app changes
+    // only what the name resolves to.
+    let _routes = run
+        .backend("routes")
+        .network(&network)
+        .label("dockhand.host", &host)
+        .label("dockhand.upstream", &format!("{alias}:{BACKEND_PORT}"))
+        .run();
+    let dockhand = run.dockhand_in_container("dockhand", &network, &[]);
+    let response = wait_for_200(dockhand.addr, &host, "/");
+    assert_eq!(answered_by(&response), first.name);
+
+    let requests = RequestLoop::start(dockhand.addr, &host);
+    requests.wait_for_more(20);
+    let first_ip = first.ip(&network);
+    first.remove();
+    // A filler takes the freed address, so the app comes back on another one.
+    let _filler = run.backend("filler").network(&network).run();
+    let second = app("app2");
+    second.start();
+    let started = Instant::now();
+    wait_until("the recreated app answers through its alias", || {
+        http_get(dockhand.addr, &host, "/")
+            .ok()
+            .filter(|r| r.status == 200 && answered_by(r) == second.name)
+    });
+    let followed_in = started.elapsed();
+    let second_ip = second.ip(&network);
+    assert_ne!(first_ip, second_ip);
+    requests.wait_for_more(20);
+    let (sent, failures) = requests.stop();
+    record_figure(&format!(
+        "alias recreate: new container start -> first request routed to it {followed_in:?}; \
+         {sent} requests across the recreate ({first_ip} -> {second_ip}), {} failed",
+        failures.len()
+    ));
+    assert!(failures.is_empty(), "failed requests: {failures:?}");
 }
 
 #[test]

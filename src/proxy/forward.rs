@@ -36,6 +36,10 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 const FIRST_REPLAY_PAUSE: Duration = Duration::from_millis(10);
 const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 
+/// How often a request waiting for a name's address asks for it again (the
+/// resolver limits each name to one lookup per this interval anyway).
+const NAME_RETRY_INTERVAL: Duration = Duration::from_millis(100);
+
 /// What every request handler shares.
 pub struct ProxyState {
     pub router: Arc<Router>,
@@ -415,35 +419,45 @@ fn note_failure(state: &ProxyState, endpoint: &Endpoint, error: ProxyError) {
 }
 
 /// Picks an endpoint for the request's location. When there is none, has
-/// its names resolved again and waits for the route table to change, until
-/// the deadline (`Ok(None)`). No host or location fails at once.
+/// its names resolved again (every `NAME_RETRY_INTERVAL` while it waits) and
+/// waits for the route table to change, until the deadline (`Ok(None)`). No
+/// host or location fails at once.
 async fn choose_endpoint(
     state: &ProxyState,
     wanted: &Wanted<'_>,
 ) -> Result<Option<(Arc<Endpoint>, Route)>, ProxyError> {
     let mut changes = None;
     loop {
-        {
+        let has_names = {
             let table = state.router.current();
             let location = find(&table, wanted)?;
             if let Some(endpoint) = location.upstreams.pick(&[]) {
                 return Ok(Some((endpoint, Route::of(location, wanted.uri)?)));
             }
-            if changes.is_none() {
-                for name in location.upstreams.names() {
-                    state.resolve_hints.no_upstream(name);
-                }
+            for name in location.upstreams.names() {
+                state.resolve_hints.no_upstream(name);
             }
-        }
-        match &mut changes {
+            !location.upstreams.names().is_empty()
+        };
+        let changes = match &mut changes {
             // Subscribe, then look once more, so a swap in between is not missed.
-            None => changes = Some(state.router.subscribe()),
-            Some(changes) => {
-                let changed = tokio::time::timeout_at(wanted.deadline, changes.changed()).await;
-                if !matches!(changed, Ok(Ok(()))) {
-                    return Ok(None);
-                }
+            None => {
+                changes = Some(state.router.subscribe());
+                continue;
             }
+            Some(changes) => changes,
+        };
+        let now = tokio::time::Instant::now();
+        let wake = match has_names {
+            true => (now + NAME_RETRY_INTERVAL).min(wanted.deadline),
+            false => wanted.deadline,
+        };
+        match tokio::time::timeout_at(wake, changes.changed()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Ok(None),
+            Err(_) if wake >= wanted.deadline => return Ok(None),
+            // Ask again: the name's new address may just have appeared.
+            Err(_) => {}
         }
     }
 }
