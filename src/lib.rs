@@ -13,9 +13,14 @@
 //!   keeps the last good routes when a reload fails.
 //! - `routes`: builds the immutable `RouteTable` from desired hosts, matches
 //!   host and path, and swaps the table atomically.
-//! - `upstream`: a location's endpoints and the choice among them.
+//! - `resolve`: upstream names to addresses: the worker that asks DNS again
+//!   every few seconds and on demand (A/AAAA), SRV resolution with its
+//!   caches, and the DNS client behind a narrow trait.
+//! - `upstream`: a location's endpoints, their health and in-flight counts
+//!   (kept across rebuilds), and the choice among them.
 //! - `proxy`: the server (HTTP/1.1 and h2c, upgrades, graceful shutdown), the
-//!   pooled upstream client, header rules, statuses and the access log.
+//!   pooled upstream client (TCP, TLS, SRV), retries, rewrites, header rules,
+//!   statuses and the access log.
 
 pub mod config;
 pub mod docker;
