@@ -1,19 +1,21 @@
 //! Per-request costs of the work the proxy does for every request, one
-//! criterion group per piece: `rewrite` (the path an upstream receives) today,
-//! with room for others (such as `pick`, choosing an upstream) beside it.
-//! Inputs are built once, outside the measured loop, as the route table
-//! builds them once at load.
+//! criterion group per piece: `rewrite` (the path an upstream receives) and
+//! `pick` (choosing an upstream). Inputs are built once, outside the measured
+//! loop, as the route table builds them once at load.
 //!
 //! `cargo bench --bench hot_path` (add `-- rewrite` for one group).
 
+use std::collections::HashMap;
 use std::hint::black_box;
+use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::uri::PathAndQuery;
 
 use dockhand::config::values::rewrite_pattern;
-use dockhand::config::Rewrite;
+use dockhand::config::{parse_routes_file, LoadBalancing, Rewrite};
 use dockhand::proxy::rewrite::rewrite_path;
+use dockhand::upstream::{tcp_probe, BuildContext, CheckSettings, EndpointRegistry, UpstreamSet};
 
 fn prefix(strip: Option<&str>, add: Option<&str>) -> Rewrite {
     Rewrite::Prefix {
@@ -67,5 +69,55 @@ fn rewrite(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(hot_path, rewrite);
+/// A location's upstreams as a route table holds them.
+fn upstreams(json: &str, load_balancing: LoadBalancing) -> UpstreamSet {
+    let desired = parse_routes_file(&format!(
+        r#"{{"host": {{"a.test": {{"location": {{"/": {{"upstream": {json}}}}}}}}}}}"#
+    ))
+    .expect("valid benchmark routes");
+    let registry = EndpointRegistry::new(tcp_probe(Duration::from_secs(1)));
+    let checks = CheckSettings {
+        enabled: false,
+        interval: Duration::from_secs(15),
+    };
+    let context = BuildContext {
+        resolved: &HashMap::new(),
+        registry: &registry,
+    };
+    UpstreamSet::build(
+        &desired.hosts[0].locations[0].upstreams,
+        load_balancing,
+        checks,
+        &context,
+    )
+}
+
+fn pick(c: &mut Criterion) {
+    let four = r#"{"10.0.0.1:80": {}, "10.0.0.2:80": {}, "10.0.0.3:80": {}, "10.0.0.4:80": {}}"#;
+    let cases = [
+        (
+            "one_upstream",
+            upstreams(r#"{"10.0.0.1:80": {}}"#, LoadBalancing::RoundRobin),
+        ),
+        ("round_robin_4", upstreams(four, LoadBalancing::RoundRobin)),
+        (
+            "weighted_round_robin_3_1",
+            upstreams(
+                r#"{"10.0.0.1:80": {"weight": 3}, "10.0.0.2:80": {}}"#,
+                LoadBalancing::RoundRobin,
+            ),
+        ),
+        (
+            "least_connections_4",
+            upstreams(four, LoadBalancing::LeastConnections),
+        ),
+    ];
+    let mut group = c.benchmark_group("pick");
+    for (name, set) in &cases {
+        group.bench_function(*name, |b| b.iter(|| black_box(set).pick(&[])));
+    }
+    group.finish();
+}
+
+criterion_group!(hot_path, rewrite, pick);
 criterion_main!(hot_path);

@@ -13,7 +13,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
@@ -142,8 +142,7 @@ impl Requests {
     }
 
     fn lock(&self) -> MutexGuard<'_, PendingRequests> {
-        // Nothing panics while holding the lock, and the set stays valid if it did.
-        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.pending)
     }
 }
 

@@ -358,11 +358,7 @@ impl<T: Answer> NameCache<T> {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry<T>>> {
-        // The map is consistent after every statement, so a panic elsewhere
-        // while it was held leaves nothing half-done.
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.entries)
     }
 }
 
