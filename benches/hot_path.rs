@@ -12,55 +12,60 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::uri::PathAndQuery;
 
-use dockhand::config::values::rewrite_pattern;
-use dockhand::config::{parse_routes_file, LoadBalancing, Rewrite};
+use dockhand::config::{parse_routes_file, LoadBalancing, LocationConfig, Rewrite};
 use dockhand::proxy::rewrite::rewrite_path;
 use dockhand::upstream::{tcp_probe, BuildContext, CheckSettings, EndpointRegistry, UpstreamSet};
 
-fn prefix(strip: Option<&str>, add: Option<&str>) -> Rewrite {
-    Rewrite::Prefix {
-        strip: strip.map(str::to_owned),
-        add: add.map(str::to_owned),
-    }
+/// One location of a routes file with `json` as its settings, as loaded.
+fn location(json: &str) -> LocationConfig {
+    let desired = parse_routes_file(&format!(
+        r#"{{"host": {{"a.test": {{"location": {{"/": {json}}}}}}}}}"#
+    ))
+    .expect("valid benchmark routes");
+    desired.hosts[0].locations[0].clone()
 }
 
-fn regex(pattern: &str, replace: &str) -> Rewrite {
-    Rewrite::Regex {
-        pattern: rewrite_pattern(pattern).expect("a valid benchmark pattern"),
-        replace: replace.to_owned(),
-    }
+/// A location's `rewrite`, compiled as routes are loaded.
+fn rewrite_of(json: &str) -> Rewrite {
+    location(&format!(
+        r#"{{"rewrite": {json}, "upstream": {{"10.0.0.1:80": {{}}}}}}"#
+    ))
+    .rewrite
+    .expect("the location has its rewrite")
 }
 
 fn rewrite(c: &mut Criterion) {
     let cases = [
         (
             "prefix_strip",
-            prefix(Some("/api"), None),
+            r#"{"strip_prefix": "/api"}"#,
             "/api/users?page=2",
         ),
         (
             "prefix_strip_add",
-            prefix(Some("/legacy"), Some("/v2")),
+            r#"{"strip_prefix": "/legacy", "add_prefix": "/v2"}"#,
             "/legacy/orders?page=2",
         ),
         (
             "regex_group",
-            regex(r"^/users/(\d+)/profile$", "/profiles/$1"),
+            r#"{"match": "^/users/(\\d+)/profile$", "replace": "/profiles/$1"}"#,
             "/users/42/profile?tab=posts",
         ),
         (
             "regex_named_group",
-            regex(r"^/users/(?P<id>\d+)/profile$", "/profiles/${id}"),
+            r#"{"match": "^/users/(?P<id>\\d+)/profile$", "replace": "/profiles/${id}"}"#,
             "/users/42/profile?tab=posts",
         ),
         (
             "regex_no_match",
-            regex(r"^/users/(\d+)/profile$", "/profiles/$1"),
+            r#"{"match": "^/users/(\\d+)/profile$", "replace": "/profiles/$1"}"#,
             "/orders/42/items?tab=posts",
         ),
     ];
     let mut group = c.benchmark_group("rewrite");
     for (name, rewrite, path) in &cases {
+        let rewrite = rewrite_of(rewrite);
+        let rewrite = &rewrite;
         let path = PathAndQuery::from_static(path);
         group.bench_function(*name, |b| {
             b.iter(|| rewrite_path(black_box(rewrite), black_box(&path)))
@@ -71,10 +76,7 @@ fn rewrite(c: &mut Criterion) {
 
 /// A location's upstreams as a route table holds them.
 fn upstreams(json: &str, load_balancing: LoadBalancing) -> UpstreamSet {
-    let desired = parse_routes_file(&format!(
-        r#"{{"host": {{"a.test": {{"location": {{"/": {{"upstream": {json}}}}}}}}}}}"#
-    ))
-    .expect("valid benchmark routes");
+    let location = location(&format!(r#"{{"upstream": {json}}}"#));
     let registry = EndpointRegistry::new(tcp_probe(Duration::from_secs(1)));
     let checks = CheckSettings {
         enabled: false,
@@ -84,12 +86,7 @@ fn upstreams(json: &str, load_balancing: LoadBalancing) -> UpstreamSet {
         resolved: &HashMap::new(),
         registry: &registry,
     };
-    UpstreamSet::build(
-        &desired.hosts[0].locations[0].upstreams,
-        load_balancing,
-        checks,
-        &context,
-    )
+    UpstreamSet::build(&location.upstreams, load_balancing, checks, &context)
 }
 
 fn pick(c: &mut Criterion) {

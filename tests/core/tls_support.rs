@@ -3,8 +3,17 @@
 //! acceptor a backend serves them with. Nothing is read from or trusted by the
 //! machine; every test brings its own roots.
 
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use serde_json::json;
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -127,4 +136,41 @@ impl Drop for HandshakeServer {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// An HTTPS backend answering, as JSON, the HTTP `version`, `host` header and
+/// URI `authority` each request came with.
+pub async fn https_backend(acceptor: TlsAcceptor) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let service = service_fn(|request: Request<Incoming>| async move {
+                    let host = request
+                        .headers()
+                        .get("host")
+                        .and_then(|value| value.to_str().ok())
+                        .unwrap_or("");
+                    let authority = request.uri().authority().map_or("", |a| a.as_str());
+                    let answer = json!({
+                        "version": format!("{:?}", request.version()),
+                        "host": host,
+                        "authority": authority,
+                    });
+                    Ok::<_, Infallible>(Response::new(Full::new(bytes::Bytes::from(
+                        answer.to_string(),
+                    ))))
+                });
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    addr
 }

@@ -2,59 +2,15 @@
 //! `SSL_CERT_FILE` as it would the system's roots, in front of HTTPS
 //! backends with certificates made at test time.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 
-use http::{Request, Response, StatusCode};
-use http_body_util::Full;
-use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use http::StatusCode;
 use serde_json::json;
-use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 use crate::support::*;
-use crate::tls_support::{acceptor, self_signed, ServerIdentity, TestCa};
+use crate::tls_support::{acceptor, https_backend, self_signed, ServerIdentity, TestCa};
 
 const BOTH: &[&[u8]] = &[b"h2", b"http/1.1"];
-
-/// An HTTPS backend answering with the HTTP version and `Host` it received.
-async fn https_backend(acceptor: TlsAcceptor) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(stream).await else {
-                    return;
-                };
-                let service = service_fn(|request: Request<Incoming>| async move {
-                    let host = request
-                        .headers()
-                        .get("host")
-                        .and_then(|value| value.to_str().ok())
-                        .unwrap_or("");
-                    let authority = request.uri().authority().map_or("", |a| a.as_str());
-                    let answer = json!({
-                        "version": format!("{:?}", request.version()),
-                        "host": host,
-                        "authority": authority,
-                    });
-                    Ok::<_, Infallible>(Response::new(Full::new(bytes::Bytes::from(
-                        answer.to_string(),
-                    ))))
-                });
-                let _ = auto::Builder::new(TokioExecutor::new())
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
-    addr
-}
 
 /// dockhand with one location sending to `upstream` with `settings`,
 /// trusting `ca` as its system roots.
