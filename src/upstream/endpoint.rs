@@ -24,7 +24,9 @@ pub enum Transport {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct TlsTarget {
-    /// The server name sent; without one, the address is.
+    /// The server name sent: `sni`, else the upstream's name; an upstream
+    /// written as an address without `sni` sends none (its address is what
+    /// the certificate is checked against).
     pub sni: Option<String>,
     pub verify: bool,
 }
@@ -33,7 +35,12 @@ impl Transport {
     pub fn of(config: &UpstreamConfig) -> Transport {
         match (config.tls, config.protocol) {
             (true, _) => Transport::Tls(TlsTarget {
-                sni: config.sni.clone(),
+                sni: config.sni.clone().or_else(|| match &config.target {
+                    // The server name comes from the settings, never from the
+                    // address a name resolved to.
+                    UpstreamTarget::Name { host, .. } => Some(host.clone()),
+                    UpstreamTarget::Address(_) | UpstreamTarget::Srv { .. } => None,
+                }),
                 verify: config.verify,
             }),
             (false, Protocol::Http1) => Transport::Http1,

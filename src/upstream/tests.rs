@@ -195,3 +195,34 @@ fn health_settings_layer_over_the_host() {
         }
     );
 }
+
+#[test]
+fn tls_server_names_come_from_the_settings_never_from_the_address() {
+    let address = |ip: &str| -> Arc<[IpAddr]> { Arc::from(vec![ip.parse::<IpAddr>().unwrap()]) };
+    let resolved = HashMap::from([
+        ("api.example.test".to_owned(), address("10.1.0.1")),
+        ("other.test".to_owned(), address("10.1.0.2")),
+    ]);
+    let set = location_set(
+        r#"{"api.example.test:443": {}, "other.test:443": {"sni": "named.test"}, "10.0.0.9:443": {}}"#,
+        LoadBalancing::RoundRobin,
+        &resolved,
+        &registry(),
+    );
+    let names: Vec<Option<String>> = set
+        .endpoints()
+        .iter()
+        .map(|endpoint| match &endpoint.transport {
+            Transport::Tls(target) => target.sni.clone(),
+            other => panic!("{other:?} is not TLS"),
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            Some("api.example.test".to_owned()),
+            Some("named.test".to_owned()),
+            None
+        ]
+    );
+}

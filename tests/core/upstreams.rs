@@ -425,3 +425,69 @@ async fn headers_add_replaces_request_headers_host_included() {
     );
     assert_eq!(reply.echoed_header("x-team").as_deref(), Some("blue"));
 }
+
+#[tokio::test]
+async fn nothing_is_retried_once_the_response_has_started() {
+    // Answers 200 with half its body, then drops the connection.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let server = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut buffer = [0; 4096];
+            let _ = stream.read(&mut buffer).await;
+            let _ = stream
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhalf")
+                .await;
+        }
+    });
+    let (other, other_hits) = answering("other", StatusCode::OK).await;
+    let proxy = Proxy::start(&routes(json!({
+        "retry": {"attempts": 3, "on": ["connect", "502", "503", "504"]},
+        "load_balancing": "least_connections",
+        "upstream": {addr.to_string(): {}, other.addr.to_string(): {}}
+    })))
+    .await;
+    // Nothing in flight: the two requests go one to each, in turn.
+    let mut cut_bodies = 0;
+    for _ in 0..2 {
+        let response = http1_connection(proxy.addr)
+            .await
+            .send_request(request("GET", "a.test", "/").body(empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        if response.into_body().collect().await.is_err() {
+            cut_bodies += 1;
+        }
+    }
+    assert_eq!(cut_bodies, 1, "the cut body reaches the client cut");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1, "sent once");
+    assert_eq!(other_hits.load(Ordering::SeqCst), 1, "and never again elsewhere");
+    server.abort();
+}
+
+#[tokio::test]
+async fn the_access_log_shows_the_path_the_client_asked_for() {
+    let backend = Backend::echo("app").await;
+    let routes = json!({"host": {"a.test": {"location": {"/api": {
+        "rewrite": {"strip_prefix": "/api"},
+        "upstream": {backend.addr.to_string(): {}}
+    }}}}})
+    .to_string();
+    let process = ProxyProcess::start(&routes, &[]).await;
+    let reply = get(process.addr, "a.test", "/api/users").await;
+    assert_eq!(reply.json()["uri"], "/users");
+    eventually("the access-log event", || {
+        std::future::ready(process.stdout().lines().any(|line| {
+            serde_json::from_str::<serde_json::Value>(line).is_ok_and(|event| {
+                event["target"] == "dockhand::access" && event["path"] == "/api/users"
+            })
+        }))
+    })
+    .await;
+}
