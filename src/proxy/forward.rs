@@ -135,18 +135,21 @@ async fn handle_inner(
         };
         let next = match again {
             Again::No => None,
+            // A body an upstream may have read can't be sent again (and
+            // one it has not started reading is taken back from it).
+            _ if !sending.can_resend() => None,
             Again::Retry => pick_now(&state.router, &wanted, &tries.tried)?,
             Again::Follow => {
                 let pause = tries.next_follow_pause();
                 follow_after_failure(state, &wanted, &tries.tried, pause).await?
             }
         };
-        match (next, sending.can_resend()) {
-            (Some(next), true) => {
+        match next {
+            Some(next) => {
                 tracing::debug!(failed = %endpoint, next = %next, "request sent again");
                 endpoint = next;
             }
-            _ => break (result?, in_flight),
+            None => break (result?, in_flight),
         }
     };
 
