@@ -15,10 +15,16 @@ use dockhand::config::{Flags, LogFormat};
 fn main() -> ExitCode {
     let flags = Flags::parse();
     init_logging(&flags);
-    let mut runtime = tokio::runtime::Builder::new_multi_thread();
-    if let Some(workers) = flags.workers {
-        runtime.worker_threads(workers.max(1));
-    }
+    // One worker runs everything on one thread: no wake-ups cross threads.
+    let mut runtime = match flags.workers {
+        Some(1) | Some(0) => tokio::runtime::Builder::new_current_thread(),
+        Some(workers) => {
+            let mut runtime = tokio::runtime::Builder::new_multi_thread();
+            runtime.worker_threads(workers);
+            runtime
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     let runtime = match runtime.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
