@@ -105,7 +105,7 @@ async def main(args):
     since_first = measured - first_response[0] if first_response[0] else None
     report = {
         "connections": len(connections),
-        "failed": args.connections - len(connections),
+        "failed_connections": args.connections - len(connections),
         "errors": errors[:3],
         "still_open": still_open,
         "rss_before_kib": before_kib,

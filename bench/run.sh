@@ -47,8 +47,6 @@ BASE_PORT=${BASE_PORT:-21000}
 PROXY_CPU=0
 LOAD_CPU=1
 BENCH_HOST=bench.test
-# Generous bounds: a run that takes longer than this has hung.
-RUN_TIMEOUT=$((DURATION + 60))
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$BENCH_DIR")
@@ -189,6 +187,8 @@ check_ports() {
 # ---------------------------------------------------------------- peers
 
 declare -A PID PORT_H1 PORT_H2
+LOAD=()
+TOOL=""
 
 PORT_H1[direct]=$((BASE_PORT + 80))
 PORT_H2[direct]=$((BASE_PORT + 180))
@@ -328,7 +328,6 @@ start_caddy() {
 {
     admin off
     auto_https off
-    persist_config off
     servers {
         protocols h1 h2c
     }
@@ -384,32 +383,56 @@ check_peer() {
 
 RAW=""
 
+# load_command SHAPE PEER SECONDS OUT: sets LOAD (the bounded load generator
+# command for one run) and TOOL; LOAD stays empty when the peer lacks the protocol.
+load_command() {
+    local shape=$1 peer=$2 seconds=$3 out=$4 port=${PORT_H1[$2]}
+    local wrk=(wrk -t1 -d"${seconds}s" --latency -H "Host: $BENCH_HOST")
+    LOAD=(timeout -k 5 "$((seconds + 60))" taskset -c "$LOAD_CPU")
+    TOOL=wrk
+    case $shape in
+    h1_c50 | scale) LOAD+=("${wrk[@]}" -c50 "http://127.0.0.1:$port/") ;;
+    h1_c500) LOAD+=("${wrk[@]}" -c500 "http://127.0.0.1:$port/") ;;
+    h1_close) LOAD+=("${wrk[@]}" -c50 -H "Connection: close" "http://127.0.0.1:$port/") ;;
+    h2c)
+        port=${PORT_H2[$peer]:-}
+        [[ -z $port ]] && LOAD=() && return 0
+        TOOL=h2load
+        # h2load 1.52's --warm-up-time makes no request at all: warm-ups are runs of their own.
+        LOAD+=(h2load -t1 -c10 -m10 -D "$seconds" --log-file="$out.log"
+            -H ":authority: $BENCH_HOST" "http://127.0.0.1:$port/")
+        ;;
+    *) die "unknown shape $shape" ;;
+    esac
+}
+
+# One unrecorded second of SHAPE against each of PEERS..., so no peer's first
+# measured run pays for its start.
+warm_up() {
+    local shape=$1 peer
+    shift
+    log "$shape: warming up"
+    for peer in "$@"; do
+        load_command "$shape" "$peer" 1 "$WORK/runs/warm-up"
+        [[ ${#LOAD[@]} == 0 ]] && continue
+        "${LOAD[@]}" >/dev/null 2>&1 || true
+        rm -f "$WORK/runs/warm-up.log"
+    done
+    sleep 1
+}
+
 # run SHAPE PEER ROUND: one bounded run, recorded as a JSON line in $RAW.
 run() {
     local shape=$1 peer=$2 round=$3
-    local out=$WORK/runs/$shape.$peer.$round tool=wrk before after port
-    local load=(timeout -k 5 "$RUN_TIMEOUT" taskset -c "$LOAD_CPU")
-    port=${PORT_H1[$peer]}
-    case $shape in
-    h2c)
-        port=${PORT_H2[$peer]:-}
-        [[ -z $port ]] && return 0
-        tool=h2load
-        load+=(h2load -t1 -c10 -m10 -D "$DURATION" --log-file="$out.log"
-            -H ":authority: $BENCH_HOST" "http://127.0.0.1:$port/")
-        ;;
-    h1_c50 | scale) load+=(wrk -t1 -c50 -d"${DURATION}s" --latency -H "Host: $BENCH_HOST" "http://127.0.0.1:$port/") ;;
-    h1_c500) load+=(wrk -t1 -c500 -d"${DURATION}s" --latency -H "Host: $BENCH_HOST" "http://127.0.0.1:$port/") ;;
-    h1_close) load+=(wrk -t1 -c50 -d"${DURATION}s" --latency -H "Host: $BENCH_HOST" -H "Connection: close"
-        "http://127.0.0.1:$port/") ;;
-    *) die "unknown shape $shape" ;;
-    esac
+    local out=$WORK/runs/$shape.$peer.$round before after
+    load_command "$shape" "$peer" "$DURATION" "$out"
+    [[ ${#LOAD[@]} == 0 ]] && return 0
     log "$shape round $round: $peer"
     before=$(python3 "$BENCH_DIR/results.py" cpu-ticks "${PID[$peer]}")
-    "${load[@]}" >"$out" 2>&1 || log "$shape $peer: the load generator exited with $? (recorded as failed if unreadable)"
+    "${LOAD[@]}" >"$out" 2>&1 || log "$shape $peer: the load generator exited with $? (recorded as failed if unreadable)"
     after=$(python3 "$BENCH_DIR/results.py" cpu-ticks "${PID[$peer]}")
     python3 "$BENCH_DIR/results.py" record --shape "$shape" --peer "$peer" --round "$round" \
-        --tool "$tool" --output "$out" --log "$out.log" --cpu-ticks $((after - before)) >>"$RAW"
+        --tool "$TOOL" --output "$out" --log "$out.log" --cpu-ticks $((after - before)) >>"$RAW"
     rm -f "$out.log"
     # Let the connections of one run close before the next peer's run.
     sleep 1
@@ -457,6 +480,12 @@ versions() {
     echo "h2load $(h2load --version | awk '{print $NF}')"
 }
 
+short_run_note() {
+    if ((ROUNDS < 3 || DURATION < 10)); then
+        echo "- **A short run ($ROUNDS round(s) of $DURATION s): a check that the benchmark works, not figures to quote.**"
+    fi
+}
+
 header() {
     local cpu_model
     cpu_model=$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')
@@ -467,7 +496,7 @@ header() {
 - Command: \`$COMMAND\`
 - Machine: $(nproc) CPUs, $cpu_model, Linux $(uname -r); load average at start: $LOAD_AT_START
 - Versions: $(versions | tr '\n' ' ')
-- Set-up: everything on 127.0.0.1. Each proxy has one worker (dockhand \`--workers 1\`,
+$(short_run_note)- Set-up: everything on 127.0.0.1. Each proxy has one worker (dockhand \`--workers 1\`,
   nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Caddy \`GOMAXPROCS=1\`) pinned to CPU 0.
   The load generator (wrk / h2load) **and the backend** (one nginx worker answering
   \`return 200\`) share CPU 1: with 2 cores there is no better split, so the backend's
@@ -524,6 +553,7 @@ main() {
     for peer in "${peers[@]}"; do check_peer "$peer"; done
 
     for shape in h1_c50 h1_c500 h2c h1_close; do
+        warm_up "$shape" "${peers[@]}"
         for round in $(seq "$ROUNDS"); do
             for peer in "${peers[@]}"; do run "$shape" "$peer" "$round"; done
         done
@@ -531,6 +561,7 @@ main() {
 
     start_peer dockhand_10k
     check_peer dockhand_10k
+    warm_up scale dockhand_1host dockhand_10k
     for round in $(seq "$ROUNDS"); do
         for peer in dockhand_1host dockhand_10k; do run scale "$peer" "$round"; done
     done
