@@ -496,7 +496,10 @@ header() {
 - Command: \`$COMMAND\`
 - Machine: $(nproc) CPUs, $cpu_model, Linux $(uname -r); load average at start: $LOAD_AT_START
 - Versions: $(versions | tr '\n' ' ')
-$(short_run_note)- Set-up: everything on 127.0.0.1. Each proxy has one worker (dockhand \`--workers 1\`,
+EOF
+    short_run_note
+    cat <<EOF
+- Set-up: everything on 127.0.0.1. Each proxy has one worker (dockhand \`--workers 1\`,
   nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Caddy \`GOMAXPROCS=1\`) pinned to CPU 0.
   The load generator (wrk / h2load) **and the backend** (one nginx worker answering
   \`return 200\`) share CPU 1: with 2 cores there is no better split, so the backend's
@@ -525,6 +528,9 @@ Notes:
   alternate, $ROUNDS round(s) of ${DURATION} s.
 - Applying one changed container: \`cargo bench --bench route_table\` (labels of 1,000
   containers → \`build_hosts\` → \`Router::publish\`, one address changed per iteration).
+- CPU 1 carries both the load generator and the backend, so a proxy on CPU 0 may not
+  be saturated and requests/s also depends on how the proxy's timing suits CPU 1; CPU
+  seconds per 100k requests is the figure that depends on the proxy alone.
 - Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Figures from a busy machine are indicative only.
 EOF
 }
