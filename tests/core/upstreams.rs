@@ -467,7 +467,11 @@ async fn nothing_is_retried_once_the_response_has_started() {
     }
     assert_eq!(cut_bodies, 1, "the cut body reaches the client cut");
     assert_eq!(accepted.load(Ordering::SeqCst), 1, "sent once");
-    assert_eq!(other_hits.load(Ordering::SeqCst), 1, "and never again elsewhere");
+    assert_eq!(
+        other_hits.load(Ordering::SeqCst),
+        1,
+        "and never again elsewhere"
+    );
     server.abort();
 }
 
