@@ -1,7 +1,7 @@
 //! One request, client to upstream and back: route it, choose an endpoint,
-//! rewrite the path and headers, send it through the pool (again, to another
-//! endpoint, when the location's `retry` or a moved upstream allows), and hand
-//! back the response (or dockhand's own status). Protocol switches
+//! set the headers, send it through the pool (again, to another endpoint,
+//! when the location's `retry` or a moved upstream allows: `attempt` decides),
+//! and hand back the response (or dockhand's own status). Protocol switches
 //! (WebSocket) are spliced here.
 
 use std::convert::Infallible;
@@ -9,32 +9,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use http::header::{self, HeaderValue};
-use http::uri::{Authority, PathAndQuery, Scheme};
-use http::{HeaderMap, Method, Request, Response, StatusCode, Uri, Version};
+use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::access_log::AccessRecord;
+use super::attempt::{Again, Head, Route, Sending, Tries};
 use super::body::ProxyBody;
-use super::client::{
-    authority_is_address, connect_error, ConnectError, UpstreamClient, UpstreamResponse,
-};
+use super::client::{connect_error, ConnectError, UpstreamClient, UpstreamResponse};
 use super::error::ProxyError;
 use super::headers::{self, PeerInfo};
-use super::request_body::{keep_small, BodyClaim, KeptBody, UpstreamBody};
-use super::rewrite::rewrite_path;
-use crate::config::Retry;
+use super::request_body::UpstreamBody;
 use crate::resolve::ResolveHints;
 use crate::routes::{normalize_host, Location, RouteMiss, RouteTable, Router};
-use crate::upstream::{Endpoint, InFlight, Transport};
+use crate::upstream::{Endpoint, InFlight};
 
 /// Request heads larger than this are refused with `431`.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
-
-/// The first pause before sending a request again to an upstream that moved,
-/// doubling up to the most; all within `--upstream-wait`.
-const FIRST_REPLAY_PAUSE: Duration = Duration::from_millis(10);
-const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 
 /// How often a request waiting for a name's address asks for it again (the
 /// resolver limits each name to one lookup per this interval anyway).
@@ -113,11 +104,7 @@ async fn handle_inner(
         headers: parts.headers,
     };
     let mut sending = Sending::new(body, bodyless, &head.method, &route).await;
-    let mut tries = Tries {
-        left: route.retry.as_ref().map_or(0, |retry| retry.attempts),
-        follow_pause: FIRST_REPLAY_PAUSE,
-        tried: Vec::new(),
-    };
+    let mut tries = Tries::new(&route);
 
     let mut endpoint = first;
     let (mut response, in_flight) = loop {
@@ -178,235 +165,6 @@ struct Wanted<'a> {
     /// The client's URI: its path chooses the location.
     uri: &'a Uri,
     deadline: tokio::time::Instant,
-}
-
-/// What the matched location decided for the whole request.
-struct Route {
-    follows_moves: bool,
-    retry: Option<Retry>,
-    /// The path and query the upstream receives.
-    path: PathAndQuery,
-}
-
-impl Route {
-    fn of(location: &Location, client_uri: &Uri) -> Result<Route, ProxyError> {
-        let original = client_uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
-        let path = match &location.rewrite {
-            Some(rewrite) => {
-                rewrite_path(rewrite, &original).map_err(|_| ProxyError::RewrittenPathTooLong)?
-            }
-            None => original,
-        };
-        Ok(Route {
-            follows_moves: location.follows_moves(),
-            retry: location.retry.clone(),
-            path,
-        })
-    }
-}
-
-/// The request head as every try sends it; what differs per endpoint is
-/// added by `request_to`.
-struct Head {
-    method: Method,
-    path: PathAndQuery,
-    headers: HeaderMap,
-}
-
-impl Head {
-    fn request_to(&self, endpoint: &Endpoint, body: UpstreamBody) -> Request<UpstreamBody> {
-        let mut headers = self.headers.clone();
-        for (name, value) in &endpoint.config.headers_add {
-            headers.insert(name.clone(), value.clone());
-        }
-        // HTTP/2 sends the URI's authority as `:authority`, which upstreams
-        // read as the host: it must be the Host sent, not the address.
-        let authority = if authority_is_address(endpoint) {
-            endpoint.authority.clone()
-        } else {
-            headers
-                .get(header::HOST)
-                .and_then(|host| Authority::try_from(host.as_bytes()).ok())
-                .unwrap_or_else(|| endpoint.authority.clone())
-        };
-        let mut uri = http::uri::Parts::default();
-        uri.scheme = Some(match endpoint.transport {
-            Transport::Tls(_) => Scheme::HTTPS,
-            Transport::Http1 | Transport::H2c => Scheme::HTTP,
-        });
-        uri.authority = Some(authority);
-        uri.path_and_query = Some(self.path.clone());
-        let mut request = Request::new(body);
-        *request.method_mut() = self.method.clone();
-        *request.uri_mut() = Uri::from_parts(uri).expect("scheme, authority and path make a URI");
-        *request.version_mut() = match endpoint.transport {
-            Transport::H2c => Version::HTTP_2,
-            // Over TLS the client speaks what ALPN chose.
-            Transport::Http1 | Transport::Tls(_) => Version::HTTP_11,
-        };
-        *request.headers_mut() = headers;
-        request
-    }
-}
-
-/// The body of each try, and whether another try can still have one.
-enum Sending {
-    /// No body: any try can be made.
-    Bodyless,
-    /// Kept whole: any try can be made, also after an answer.
-    Kept(KeptBody),
-    /// Streamed from the client: another try only if no upstream read it.
-    Streamed {
-        first: Option<UpstreamBody>,
-        claim: BodyClaim,
-        reclaimed: Option<UpstreamBody>,
-    },
-}
-
-impl Sending {
-    async fn new(body: Incoming, bodyless: bool, method: &Method, route: &Route) -> Sending {
-        if bodyless {
-            return Sending::Bodyless;
-        }
-        let retries_statuses = route
-            .retry
-            .as_ref()
-            .is_some_and(|retry| !retry.on_statuses.is_empty() && retry.attempts > 0);
-        let streamed = if retries_statuses && resent_after_answer(method) {
-            match keep_small(body).await {
-                Ok(kept) => return Sending::Kept(kept),
-                Err(rest) => UpstreamBody::from_stream(rest),
-            }
-        } else {
-            UpstreamBody::streamed(body)
-        };
-        Sending::Streamed {
-            first: Some(streamed.0),
-            claim: streamed.1,
-            reclaimed: None,
-        }
-    }
-
-    fn body_for_try(&mut self) -> UpstreamBody {
-        match self {
-            Sending::Bodyless => UpstreamBody::Empty,
-            Sending::Kept(body) => UpstreamBody::kept(body),
-            Sending::Streamed {
-                first, reclaimed, ..
-            } => first
-                .take()
-                .or_else(|| reclaimed.take())
-                .unwrap_or(UpstreamBody::Empty),
-        }
-    }
-
-    /// Whether the next try can send the whole body again; takes it back
-    /// from the last try when that is still possible.
-    fn can_resend(&mut self) -> bool {
-        match self {
-            Sending::Bodyless | Sending::Kept(_) => true,
-            Sending::Streamed {
-                claim, reclaimed, ..
-            } => {
-                if reclaimed.is_none() {
-                    *reclaimed = claim.reclaim();
-                }
-                reclaimed.is_some()
-            }
-        }
-    }
-
-    /// Whether the request may be sent again after an upstream answered it.
-    fn resendable_after_answer(&self, method: &Method) -> bool {
-        matches!(self, Sending::Bodyless | Sending::Kept(_)) && resent_after_answer(method)
-    }
-}
-
-/// Methods sent again after an answer with a status in `retry.on`.
-fn resent_after_answer(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS
-    )
-}
-
-/// Methods sent again when an upstream that moved may have lost the request
-/// after receiving it.
-fn idempotent(method: &Method) -> bool {
-    resent_after_answer(method) || *method == Method::TRACE
-}
-
-enum Again {
-    No,
-    /// The location's `retry`: another endpoint now.
-    Retry,
-    /// The upstream moved (container recreated, name re-pointed): wait for
-    /// where it went.
-    Follow,
-}
-
-struct Tries {
-    /// Tries the location's `retry` still allows.
-    left: u8,
-    follow_pause: Duration,
-    tried: Vec<Arc<Endpoint>>,
-}
-
-impl Tries {
-    fn after_answer(
-        &mut self,
-        route: &Route,
-        sending: &Sending,
-        method: &Method,
-        status: StatusCode,
-    ) -> Again {
-        let Some(retry) = &route.retry else {
-            return Again::No;
-        };
-        if self.left > 0
-            && retry.on_statuses.contains(&status)
-            && sending.resendable_after_answer(method)
-        {
-            self.left -= 1;
-            return Again::Retry;
-        }
-        Again::No
-    }
-
-    /// Nothing was sent when connecting failed, so any request can be tried
-    /// again (if its body is still there). A connection lost before an
-    /// answer may have delivered the request: only a bodyless idempotent one
-    /// is sent again, and only to an upstream that moves.
-    fn after_failure(
-        &mut self,
-        route: &Route,
-        sending: &Sending,
-        method: &Method,
-        error: ProxyError,
-    ) -> Again {
-        if let Some(retry) = &route.retry {
-            if self.left > 0 && retry.on_connect && error.is_connect_failure() {
-                self.left -= 1;
-                return Again::Retry;
-            }
-        }
-        let lost_unanswered = error == ProxyError::BadResponse
-            && idempotent(method)
-            && matches!(sending, Sending::Bodyless);
-        if route.follows_moves && (error.is_connect_failure() || lost_unanswered) {
-            return Again::Follow;
-        }
-        Again::No
-    }
-
-    fn next_follow_pause(&mut self) -> Duration {
-        let pause = self.follow_pause;
-        self.follow_pause = (pause * 2).min(MAX_REPLAY_PAUSE);
-        pause
-    }
 }
 
 /// A failed connect counts against the endpoint's health, and makes the

@@ -3,6 +3,7 @@
 //! Routing decisions come from `routes`; this module only carries them out.
 
 mod access_log;
+mod attempt;
 mod body;
 mod client;
 mod connection;
