@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use http::StatusCode;
 use serde_json::json;
 
+use crate::dns_server::{srv, DnsServer};
 use crate::support::*;
 use crate::tls_support::{acceptor, https_backend, self_signed, ServerIdentity, TestCa};
 
@@ -20,10 +21,15 @@ struct TrustingProxy {
 }
 
 async fn proxy(ca: &TestCa, upstream: SocketAddr, settings: serde_json::Value) -> TrustingProxy {
+    proxy_to(ca, &upstream.to_string(), settings).await
+}
+
+/// As `proxy`, with the upstream written as `key` (a name, an SRV owner).
+async fn proxy_to(ca: &TestCa, key: &str, settings: serde_json::Value) -> TrustingProxy {
     let roots = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(roots.path(), ca.pem()).unwrap();
     let routes = json!({"host": {"a.test": {"location": {"/": {"upstream": {
-        upstream.to_string(): settings
+        key: settings
     }}}}}})
     .to_string();
     let process = ProxyProcess::start_with_env(
@@ -105,4 +111,32 @@ async fn without_verify_any_certificate_is_accepted() {
         "the client's Host by default"
     );
     assert_eq!(reply.json()["authority"], "a.test");
+}
+
+#[tokio::test]
+async fn srv_upstreams_send_the_owner_or_the_target_as_server_name() {
+    let ca = TestCa::new("test ca");
+    // The certificate names the target host, not the service.
+    let backend = backend_for(&ca.leaf("node-1.example.test")).await;
+    let dns = DnsServer::start().await;
+    dns.set_srv(
+        "api.srv.example.test",
+        [srv(0, 1, backend.port(), "node-1.example.test")],
+        30,
+    );
+    dns.set_a("node-1.example.test", ["127.0.0.1"], 30);
+    let settings = |server_name: &str| {
+        json!({"tls": true, "verify": true, "resolution": {
+            "mode": "srv", "resolver": dns.address().to_string(), "tls_server_name": server_name
+        }})
+    };
+    let target = proxy_to(&ca, "api.srv.example.test", settings("target")).await;
+    let reply = get(target.process.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+
+    // The owner is not the name the certificate is for.
+    let owner = proxy_to(&ca, "api.srv.example.test", settings("owner")).await;
+    let reply = get(owner.process.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(reply.header("x-dockhand-error"), "connect_failed");
 }
