@@ -91,14 +91,6 @@ impl Endpoint {
         })
     }
 
-    /// The address, for endpoints that have one before connecting.
-    pub fn address(&self) -> Option<SocketAddr> {
-        match self.destination {
-            Destination::Address(address) => Some(address),
-            Destination::Srv { .. } => None,
-        }
-    }
-
     /// The DNS name this endpoint's address came from, if any.
     pub fn resolved_from(&self) -> Option<&str> {
         match &self.config.target {

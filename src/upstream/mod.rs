@@ -10,7 +10,6 @@ mod endpoint;
 mod health;
 mod registry;
 
-pub use balance::smooth_weighted_cycle;
 pub use endpoint::{Destination, Endpoint, TlsTarget, Transport};
 pub use health::{tcp_probe, EndpointState, InFlight, Probe};
 pub use registry::EndpointRegistry;
@@ -84,11 +83,6 @@ impl UpstreamSet {
         Some(self.endpoints[index].clone())
     }
 
-    /// Whether an endpoint for the same place is still one of this location's.
-    pub fn contains(&self, endpoint: &Endpoint) -> bool {
-        self.endpoints.iter().any(|own| own.same_place(endpoint))
-    }
-
     /// The DNS names this location's upstreams are written with.
     pub fn names(&self) -> &[String] {
         &self.names
@@ -96,14 +90,6 @@ impl UpstreamSet {
 
     pub fn endpoints(&self) -> &[Arc<Endpoint>] {
         &self.endpoints
-    }
-
-    pub fn len(&self) -> usize {
-        self.endpoints.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.endpoints.is_empty()
     }
 }
 
