@@ -112,7 +112,6 @@ async fn handle_inner(
         let in_flight = endpoint.state.start_request();
         let request = head.request_to(&endpoint, sending.body_for_try());
         let result = send(state, &endpoint, request).await;
-        tries.tried.push(endpoint.clone());
         let again = match &result {
             Ok(response) => tries.after_answer(&route, &sending, &head.method, response.status()),
             Err(error) => {
@@ -120,6 +119,9 @@ async fn handle_inner(
                 tries.after_failure(&route, &sending, &head.method, *error)
             }
         };
+        if !matches!(again, Again::No) {
+            tries.tried.push(endpoint.clone());
+        }
         let next = match again {
             Again::No => None,
             // A body an upstream may have read can't be sent again (and
