@@ -10,7 +10,7 @@ use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -67,7 +67,9 @@ struct PoolKey {
 struct Dialing {
     connect_timeout: Duration,
     registry: Arc<EndpointRegistry>,
-    tls: ClientConfigs,
+    /// Made at the first TLS connection, so a proxy without TLS upstreams
+    /// never reads the system's roots (nor warns that it has none).
+    tls: OnceLock<ClientConfigs>,
     srv: SrvResolvers,
 }
 
@@ -138,7 +140,10 @@ impl Connector {
                 let settings = TlsSettings::new(
                     server_name,
                     address.ip(),
-                    self.dialing.tls.get(target.verify),
+                    self.dialing
+                        .tls
+                        .get_or_init(|| ClientConfigs::new(system_roots()))
+                        .get(target.verify),
                 )
                 .map_err(|error| ConnectError::Handshake(error.to_string()))?;
                 let left = timeout.saturating_sub(started.elapsed());
@@ -284,7 +289,7 @@ impl UpstreamClient {
         let dialing = Arc::new(Dialing {
             connect_timeout,
             registry,
-            tls: ClientConfigs::new(system_roots()),
+            tls: OnceLock::new(),
             srv: SrvResolvers {
                 system: dns,
                 resolvers: Mutex::default(),
