@@ -204,16 +204,25 @@ PORT_H1[dockhand_1host]=${PORT_H1[dockhand]}
 PORT_H1[dockhand_10k]=$((BASE_PORT + 91))
 BACKEND=127.0.0.1:${PORT_H1[direct]}
 
-start_direct() {
-    local dir=$WORK/backend
-    mkdir -p "$dir/logs"
-    cat >"$dir/nginx.conf" <<EOF
+# The top of an nginx configuration living in DIR: one worker, in the foreground.
+nginx_main_context() {
+    local dir=$1
+    cat <<EOF
 worker_processes 1;
 daemon off;
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
 worker_rlimit_nofile $NOFILE;
 events { worker_connections $NOFILE; }
+EOF
+}
+
+start_direct() {
+    local dir=$WORK/backend
+    mkdir -p "$dir/logs"
+    {
+        nginx_main_context "$dir"
+        cat <<EOF
 http {
     access_log off;
     default_type text/plain;
@@ -226,6 +235,7 @@ http {
     }
 }
 EOF
+    } >"$dir/nginx.conf"
     # The backend has no CPU of its own: it shares CPU 1 with the load generator.
     spawn "$LOAD_CPU" "$WORK/direct.log" nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf"
     PID[direct]=$LAST_PID
@@ -259,13 +269,9 @@ start_dockhand_10k() { start_dockhand_instance dockhand_10k "${PORT_H1[dockhand_
 start_nginx() {
     local dir=$WORK/nginx
     mkdir -p "$dir/logs"
-    cat >"$dir/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-worker_rlimit_nofile $NOFILE;
-events { worker_connections $NOFILE; }
+    {
+        nginx_main_context "$dir"
+        cat <<EOF
 http {
     access_log off;
     keepalive_requests 100000000;
@@ -287,6 +293,7 @@ http {
     }
 }
 EOF
+    } >"$dir/nginx.conf"
     spawn "$PROXY_CPU" "$WORK/nginx.log" nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf"
     PID[nginx]=$LAST_PID
 }

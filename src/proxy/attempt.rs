@@ -28,7 +28,7 @@ const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 /// What the matched location decided for the whole request.
 pub(super) struct Route {
     pub(super) follows_moves: bool,
-    pub(super) retry: Option<Retry>,
+    pub(super) retry: Option<Arc<Retry>>,
     /// The path and query the upstream receives.
     pub(super) path: PathAndQuery,
 }
@@ -109,9 +109,9 @@ pub(super) enum Sending {
     Kept(KeptBody),
     /// Streamed from the client: another try only if no upstream read it.
     Streamed {
-        first: Option<UpstreamBody>,
+        /// The body the next try sends: the first, or one taken back.
+        next: Option<UpstreamBody>,
         claim: BodyClaim,
-        reclaimed: Option<UpstreamBody>,
     },
 }
 
@@ -129,7 +129,7 @@ impl Sending {
             .retry
             .as_ref()
             .is_some_and(|retry| !retry.on_statuses.is_empty() && retry.attempts > 0);
-        let streamed = if retries_statuses && resent_after_answer(method) {
+        let (next, claim) = if retries_statuses && resent_after_answer(method) {
             match keep_small(body).await {
                 Ok(kept) => return Sending::Kept(kept),
                 Err(rest) => UpstreamBody::from_stream(rest),
@@ -138,9 +138,8 @@ impl Sending {
             UpstreamBody::streamed(body)
         };
         Sending::Streamed {
-            first: Some(streamed.0),
-            claim: streamed.1,
-            reclaimed: None,
+            next: Some(next),
+            claim,
         }
     }
 
@@ -148,12 +147,7 @@ impl Sending {
         match self {
             Sending::Bodyless => UpstreamBody::Empty,
             Sending::Kept(body) => UpstreamBody::kept(body),
-            Sending::Streamed {
-                first, reclaimed, ..
-            } => first
-                .take()
-                .or_else(|| reclaimed.take())
-                .unwrap_or(UpstreamBody::Empty),
+            Sending::Streamed { next, .. } => next.take().unwrap_or(UpstreamBody::Empty),
         }
     }
 
@@ -162,13 +156,11 @@ impl Sending {
     pub(super) fn can_resend(&mut self) -> bool {
         match self {
             Sending::Bodyless | Sending::Kept(_) => true,
-            Sending::Streamed {
-                claim, reclaimed, ..
-            } => {
-                if reclaimed.is_none() {
-                    *reclaimed = claim.reclaim();
+            Sending::Streamed { next, claim } => {
+                if next.is_none() {
+                    *next = claim.reclaim();
                 }
-                reclaimed.is_some()
+                next.is_some()
             }
         }
     }

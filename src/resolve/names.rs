@@ -43,7 +43,7 @@ pub type ResolvedNames = Arc<HashMap<String, Arc<[IpAddr]>>>;
 
 /// Where the worker hands each new state; called only when something changed.
 pub trait AddressSink: Send + Sync + 'static {
-    fn publish(&self, resolved: ResolvedNames);
+    fn addresses_changed(&self, resolved: ResolvedNames);
 }
 
 /// A cheap handle to the running worker.
@@ -339,7 +339,7 @@ impl Worker {
             return;
         }
         self.published = self.resolved.clone();
-        self.sink.publish(self.resolved.clone());
+        self.sink.addresses_changed(self.resolved.clone());
     }
 }
 

@@ -125,7 +125,7 @@ impl Router {
 
 /// The resolver hands the names' addresses straight to the table.
 impl AddressSink for Router {
-    fn publish(&self, resolved: ResolvedNames) {
+    fn addresses_changed(&self, resolved: ResolvedNames) {
         self.set_resolved(resolved);
     }
 }

@@ -3,6 +3,7 @@
 //! first. Built once per change; lookups borrow and never allocate.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use super::Source;
 use crate::config::{DesiredHosts, HostConfig, HostPattern, LocationConfig, Retry, Rewrite};
@@ -29,7 +30,8 @@ pub struct Location {
     /// Its upstreams come from containers, which move: a request that finds
     /// none, or loses one, waits for the next table.
     pub follows_containers: bool,
-    pub retry: Option<Retry>,
+    /// Shared with the requests that use it, so none copies it.
+    pub retry: Option<Arc<Retry>>,
     pub rewrite: Option<Rewrite>,
 }
 
@@ -121,7 +123,7 @@ fn build_location(
         prefix: config.prefix.as_str().into(),
         upstreams: UpstreamSet::build(&config.upstreams, config.load_balancing, checks, context),
         follows_containers,
-        retry: config.retry.clone(),
+        retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
     }
 }

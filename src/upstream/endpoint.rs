@@ -74,6 +74,7 @@ pub struct Endpoint {
 impl Endpoint {
     pub fn new(
         destination: Destination,
+        transport: Transport,
         config: Arc<UpstreamConfig>,
         state: Arc<EndpointState>,
     ) -> Option<Endpoint> {
@@ -83,7 +84,7 @@ impl Endpoint {
         }
         .ok()?;
         Some(Endpoint {
-            transport: Transport::of(&config),
+            transport,
             destination,
             authority,
             config,

@@ -52,12 +52,13 @@ impl UpstreamSet {
         let mut names = Vec::new();
         for config in configs {
             let config = Arc::new(config.clone());
+            let transport = Transport::of(&config);
             for destination in destinations(&config.target, context.resolved) {
-                let transport = Transport::of(&config);
                 let state = context
                     .registry
                     .state(&destination, &transport, health.interval());
-                endpoints.extend(Endpoint::new(destination, config.clone(), state).map(Arc::new));
+                let endpoint = Endpoint::new(destination, transport.clone(), config.clone(), state);
+                endpoints.extend(endpoint.map(Arc::new));
             }
             if let UpstreamTarget::Name { host, .. } = &config.target {
                 if !names.contains(host) {

@@ -41,6 +41,27 @@ async fn answering(name: &'static str, status: StatusCode) -> (Backend, Arc<Atom
     (backend, hits)
 }
 
+/// An upstream that reads one request per connection, writes `answer` as
+/// it is, and closes the connection; counts the connections it accepted.
+async fn raw_upstream(
+    answer: &'static [u8],
+) -> (SocketAddr, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let server = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut buffer = [0; 4096];
+            let _ = stream.read(&mut buffer).await;
+            let _ = stream.write_all(answer).await;
+        }
+    });
+    (addr, accepted, server)
+}
+
 /// An address nothing listens on.
 fn refusing() -> SocketAddr {
     free_port()
@@ -348,23 +369,8 @@ async fn without_retry_a_request_is_sent_once() {
 #[tokio::test]
 async fn a_pooled_connection_the_upstream_closed_is_replaced() {
     // The upstream closes each connection right after answering, without saying so.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
-    let server = tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut buffer = [0; 4096];
-            let _ = stream.read(&mut buffer).await;
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
-                .await;
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    });
+    let (addr, accepted, server) =
+        raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
     let proxy = Proxy::start(&routes(json!({"upstream": {addr.to_string(): {}}}))).await;
     for _ in 0..5 {
         let reply = get(proxy.addr, "a.test", "/").await;
@@ -429,22 +435,8 @@ async fn headers_add_replaces_request_headers_host_included() {
 #[tokio::test]
 async fn nothing_is_retried_once_the_response_has_started() {
     // Answers 200 with half its body, then drops the connection.
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = accepted.clone();
-    let server = tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        loop {
-            let (mut stream, _) = listener.accept().await.unwrap();
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut buffer = [0; 4096];
-            let _ = stream.read(&mut buffer).await;
-            let _ = stream
-                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhalf")
-                .await;
-        }
-    });
+    let (addr, accepted, server) =
+        raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhalf").await;
     let (other, other_hits) = answering("other", StatusCode::OK).await;
     let proxy = Proxy::start(&routes(json!({
         "retry": {"attempts": 3, "on": ["connect", "502", "503", "504"]},

@@ -107,7 +107,7 @@ struct RecordingSink {
 }
 
 impl AddressSink for RecordingSink {
-    fn publish(&self, resolved: ResolvedNames) {
+    fn addresses_changed(&self, resolved: ResolvedNames) {
         self.published.lock().unwrap().push(resolved);
     }
 }
