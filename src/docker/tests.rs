@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use futures_util::future::BoxFuture;
+
 use super::*;
 use crate::labels::Health;
+use crate::resolve::{Dns, IpAnswer, LookupError, SrvAnswer};
 use crate::routes::RouteMiss;
 
 /// A Docker engine in memory: what `inspect` answers, and events sent by the test.
@@ -39,10 +42,34 @@ impl DockerApi for Arc<FakeDocker> {
     }
 }
 
+/// DNS that knows every name (at 10.9.0.1) and counts its lookups.
+#[derive(Default)]
+struct CountingDns {
+    lookups: std::sync::atomic::AtomicUsize,
+}
+
+impl Dns for CountingDns {
+    fn lookup_ip<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<IpAnswer, LookupError>> {
+        self.lookups
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async {
+            Ok(IpAnswer {
+                addresses: vec!["10.9.0.1".parse().unwrap()],
+                ttl: Duration::from_secs(600),
+            })
+        })
+    }
+
+    fn lookup_srv<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<SrvAnswer, LookupError>> {
+        Box::pin(async { Err(LookupError::NotFound) })
+    }
+}
+
 struct Harness {
     docker: Arc<FakeDocker>,
     events: mpsc::UnboundedSender<Result<DockerEvent, DockerError>>,
     router: Arc<Router>,
+    dns: Arc<CountingDns>,
     follow: tokio::task::JoinHandle<DockerError>,
 }
 
@@ -79,11 +106,14 @@ impl Harness {
             upstream_wait: GRACE,
             relist_interval: RELIST,
         };
+        let dns = Arc::new(CountingDns::default());
+        let names = NameResolver::spawn(dns.clone(), router.watch_names(), router.clone());
         let mut changes = router.subscribe();
         let follow = tokio::spawn({
             let (docker, router) = (docker.clone(), router.clone());
             async move {
                 let mut state = ProviderState::new(&settings);
+                state.names = Some(names);
                 follow(&docker, &settings, &mut state, &router).await
             }
         });
@@ -92,6 +122,7 @@ impl Harness {
             docker,
             events,
             router,
+            dns,
             follow,
         }
     }
@@ -223,4 +254,37 @@ async fn a_lost_event_stream_ends_follow_and_keeps_the_routes() {
     assert!(matches!(error, DockerError::EventsEnded), "{error}");
     // The routes stay as they were while the provider reconnects.
     assert_eq!(harness.upstreams().unwrap(), ["10.0.0.2:8080"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn containers_that_move_have_upstream_names_resolved_again_at_once() {
+    let mut api = web("api", "10.0.0.2");
+    api.labels
+        .insert("dockhand.upstream".to_owned(), "app:8080".to_owned());
+    let harness = Harness::start(vec![api]).await;
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let lookups = || {
+        harness
+            .dns
+            .lookups
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    assert_eq!(lookups(), 1, "the name is resolved when the route appears");
+    assert_eq!(harness.upstreams().unwrap(), ["10.9.0.1:8080"]);
+
+    // Well before the 5 s refresh: each container that starts, dies, goes
+    // or changes networks has the name asked again; a pause does not.
+    let moves = [
+        EventAction::Start,
+        EventAction::Die,
+        EventAction::Destroy,
+        EventAction::NetworkConnect,
+        EventAction::NetworkDisconnect,
+    ];
+    for (asked, action) in moves.into_iter().enumerate() {
+        harness.event("other", action).await;
+        assert_eq!(lookups(), asked + 2, "{action:?}");
+    }
+    harness.event("other", EventAction::Pause).await;
+    assert_eq!(lookups(), 6, "a pause moves nothing");
 }
