@@ -14,7 +14,7 @@ use http::uri::PathAndQuery;
 
 use dockhand::config::{parse_routes_file, LoadBalancing, LocationConfig, Rewrite};
 use dockhand::proxy::rewrite::rewrite_path;
-use dockhand::upstream::{tcp_probe, BuildContext, CheckSettings, EndpointRegistry, UpstreamSet};
+use dockhand::upstream::{CheckSettings, EndpointInputs, EndpointRegistry, UpstreamSet};
 
 /// One location of a routes file with `json` as its settings, as loaded.
 fn location(json: &str) -> LocationConfig {
@@ -77,12 +77,12 @@ fn rewrite(c: &mut Criterion) {
 /// A location's upstreams as a route table holds them.
 fn upstreams(json: &str, load_balancing: LoadBalancing) -> UpstreamSet {
     let location = location(&format!(r#"{{"upstream": {json}}}"#));
-    let registry = EndpointRegistry::new(tcp_probe(Duration::from_secs(1)));
+    let registry = EndpointRegistry::new();
     let checks = CheckSettings {
         enabled: false,
         interval: Duration::from_secs(15),
     };
-    let context = BuildContext {
+    let context = EndpointInputs {
         resolved: &HashMap::new(),
         registry: &registry,
     };

@@ -15,9 +15,10 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
-use dockhand::labels::{build_hosts, BuildContext, ContainerFacts};
-use dockhand::routes::{Router, Source};
-use dockhand::upstream::{tcp_probe, EndpointRegistry};
+use dockhand::config::{Desired, DesiredHosts, ProviderId};
+use dockhand::labels::{build_hosts, ContainerFacts, ProxyFacts};
+use dockhand::routes::Router;
+use dockhand::upstream::EndpointRegistry;
 
 const CONTAINERS: usize = 1_000;
 const NETWORK: &str = "bench";
@@ -48,10 +49,10 @@ fn container(index: usize) -> ContainerFacts {
     }
 }
 
-fn context() -> BuildContext {
-    BuildContext {
+fn context() -> ProxyFacts {
+    ProxyFacts {
         proxy_networks: vec![NETWORK.to_owned()],
-        ..BuildContext::default()
+        ..ProxyFacts::default()
     }
 }
 
@@ -70,16 +71,14 @@ fn one_change_among_1000(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    // Health checks are spawned as tables are built.
+    // The router's grace deadlines use tokio's clock.
     let _entered = runtime.enter();
     let context = context();
     let mut containers: Vec<ContainerFacts> = (0..CONTAINERS).map(container).collect();
     let (desired, diagnostics) = build_hosts(&containers, &context);
     assert!(diagnostics.is_empty(), "clean labels: {diagnostics:?}");
-    let router = Router::new(Arc::new(EndpointRegistry::new(tcp_probe(
-        Duration::from_secs(1),
-    ))));
-    router.publish(Source::Docker, desired);
+    let router = Router::new(Arc::new(EndpointRegistry::new()), Duration::from_secs(5));
+    router.publish(ProviderId::Docker, as_published(desired));
     assert_eq!(router.current().host_count(), CONTAINERS);
 
     let mut group = c.benchmark_group("route_table");
@@ -89,7 +88,10 @@ fn one_change_among_1000(c: &mut Criterion) {
             move_one(&mut containers, generation);
             generation += 1;
             let (desired, _) = build_hosts(black_box(&containers), &context);
-            assert!(router.publish(Source::Docker, desired), "a changed table");
+            assert!(
+                router.publish(ProviderId::Docker, as_published(desired)),
+                "a changed table"
+            );
         })
     });
     group.bench_function("build_hosts_1000", |b| {
@@ -100,3 +102,10 @@ fn one_change_among_1000(c: &mut Criterion) {
 
 criterion_group!(benches, one_change_among_1000);
 criterion_main!(benches);
+
+fn as_published(hosts: DesiredHosts) -> Desired {
+    Desired {
+        hosts,
+        ..Desired::default()
+    }
+}

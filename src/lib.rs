@@ -1,76 +1,114 @@
 //! dockhand: an edge reverse proxy whose routes come from Docker labels and a
 //! routes file, swapped live without dropping traffic.
 //!
-//! Layout, in the order a request meets it:
+//! Layout, in the order data meets it:
 //!
-//! - `config`: the model (hosts, locations, upstreams), the routes-file parser
-//!   with path-precise errors, and process settings from flags.
-//! - `docker`: the Docker provider: follows containers through events and
-//!   inspect, and publishes the hosts their labels describe.
+//! - `settings`: process settings, typed, with the one source of defaults.
+//! - `config`: the model (hosts, locations, upstreams), what a provider
+//!   publishes (`Desired`: hosts and diagnostics), the routes-file parser
+//!   with path-precise errors. Imports nothing else of dockhand's.
 //! - `labels`: Docker labels, networks and ports into desired hosts and
-//!   diagnostics, as a pure function (the Docker provider feeds it).
-//! - `file_provider`: loads the routes file, reloads it on change or SIGHUP,
-//!   keeps the last good routes when a reload fails.
-//! - `routes`: builds the immutable `RouteTable` from desired hosts, matches
-//!   host and path, and swaps the table atomically.
+//!   diagnostics, as a pure function.
+//! - `provider`: where desired hosts come from: `file` (the routes file,
+//!   reloaded on change or SIGHUP, the last good version kept) and `docker`
+//!   (containers followed through events and inspect, fed to `labels`).
+//! - `routes`: the router. It holds every provider's `Desired` and
+//!   diagnostics, settles conflicts between providers (the file wins, in
+//!   `RouteTable::build`), keeps vanished locations whose upstreams move for
+//!   the grace period (`routes::grace`), builds the immutable `RouteTable`,
+//!   swaps it atomically, and tells the resolver which names to watch and
+//!   when containers moved.
 //! - `resolve`: upstream names to addresses: the worker that asks DNS again
 //!   every few seconds and on demand (A/AAAA), SRV resolution with its
 //!   caches, and the DNS client behind a narrow trait.
-//! - `upstream`: a location's endpoints, their health and in-flight counts
-//!   (kept across rebuilds), and the choice among them.
-//! - `proxy`: the server (HTTP/1.1 and h2c, upgrades, graceful shutdown), the
-//!   pooled upstream client (TCP, TLS, SRV), retries, rewrites, header rules,
-//!   statuses and the access log.
+//! - `upstream`: a location's endpoints, their state kept across rebuilds
+//!   (`registry`), their health (active checks by one background service,
+//!   and passive health from failed connects, in `upstream::health`), and
+//!   the choice among them (`balance`).
+//! - `proxy`: the server (HTTP/1.1 and h2c, upgrades, graceful shutdown),
+//!   forwarding with its tries, rewrites, header rules, statuses and the
+//!   access log.
+//! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
 
 pub mod config;
-pub mod docker;
-pub mod file_provider;
+pub mod connect;
+mod error;
 pub mod labels;
+pub mod provider;
 pub mod proxy;
 pub mod resolve;
 pub mod routes;
+pub mod settings;
 mod sync;
 pub mod upstream;
+
+pub use error::Error;
 
 use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 
-use config::Settings;
-use file_provider::{FileProvider, RoutesFileError};
-use proxy::{ProxyState, ServerSettings, UpstreamClient};
+use connect::UpstreamClient;
+use provider::file::{self, FileProvider};
+use proxy::{ProxyState, ServerSettings};
 use resolve::{Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
-use upstream::{tcp_probe, EndpointRegistry};
+use settings::Settings;
+use upstream::{run_checks, tcp_probe, EndpointRegistry};
 
-/// Serves on `listener` until `shutdown` resolves, then drains in-flight
-/// requests for up to the shutdown timeout. `reload` re-reads the routes file
-/// (main wires it to SIGHUP). Fails at start when the routes file is bad.
+/// The sockets dockhand serves on, bound by the caller (port 0 in tests).
+pub struct Listeners {
+    pub http: TcpListener,
+}
+
+/// Checks the configuration without serving: the settings, and the routes
+/// file when there is one. The binary calls it before binding any port.
+pub async fn check(settings: &Settings) -> Result<(), Error> {
+    settings.validate()?;
+    if let Some(path) = &settings.routes_file {
+        file::load(path).await?;
+    }
+    Ok(())
+}
+
+/// Serves on `listeners` until `shutdown` resolves, then drains in-flight
+/// requests for up to the shutdown timeout. Fails at start when the settings
+/// or the routes file are bad.
 pub async fn run(
-    listener: TcpListener,
+    listeners: Listeners,
     settings: Settings,
-    reload: Arc<Notify>,
     shutdown: impl Future<Output = ()>,
-) -> Result<(), RoutesFileError> {
-    let registry = Arc::new(EndpointRegistry::new(tcp_probe(settings.connect_timeout)));
-    let router = Arc::new(Router::new(registry.clone()));
-    let watcher = match &settings.routes_file {
-        Some(path) => {
-            let provider = FileProvider::start(path.clone(), router.clone())?;
-            Some(tokio::spawn(
-                provider.watch(settings.routes_poll_interval, reload),
-            ))
-        }
-        None => None,
-    };
+) -> Result<(), Error> {
+    settings.validate()?;
+    let registry = Arc::new(EndpointRegistry::new());
+    let router = Arc::new(Router::new(registry.clone(), settings.upstream_wait));
+    let mut background = Vec::new();
+    if let Some(path) = &settings.routes_file {
+        let provider = FileProvider::start(path.clone(), router.clone()).await?;
+        background.push(tokio::spawn(provider.watch(settings.routes_poll_interval)));
+    }
     let dns = name_server(&settings);
-    let names = NameResolver::spawn(dns.clone(), router.watch_names(), router.clone());
-    let docker = settings
-        .docker
-        .clone()
-        .map(|docker| tokio::spawn(docker::run_provider(docker, router.clone(), names.clone())));
+    let names = NameResolver::spawn(
+        dns.clone(),
+        router.watch_names(),
+        router.watch_moves(),
+        router.clone(),
+    );
+    background.push(tokio::spawn(run_checks(
+        registry.clone(),
+        tcp_probe(settings.connect_timeout),
+    )));
+    background.push(tokio::spawn({
+        let router = router.clone();
+        async move { router.expire_grace_periods().await }
+    }));
+    if let Some(docker) = settings.docker.clone() {
+        background.push(tokio::spawn(provider::docker::run_provider(
+            docker,
+            router.clone(),
+        )));
+    }
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout, registry, dns),
@@ -83,11 +121,11 @@ pub async fn run(
         shutdown_timeout: settings.shutdown_timeout,
         trusted_proxies: settings.trusted_proxies.clone(),
     };
-    let drained = proxy::serve(listener, state, server_settings, shutdown).await;
+    let drained = proxy::serve(listeners.http, state, server_settings, shutdown).await;
     if !drained {
         tracing::warn!(timeout = ?settings.shutdown_timeout, "shutdown timeout reached with requests still in flight");
     }
-    for task in [watcher, docker].into_iter().flatten() {
+    for task in background {
         task.abort();
     }
     Ok(())

@@ -1,23 +1,31 @@
 //! The `dockhand` binary: flags and environment to settings, logging, the
-//! runtime, signals (SIGHUP reloads, SIGTERM/SIGINT drain and exit), then `run`.
+//! runtime, the configuration checked before any port is bound, signals
+//! (SIGTERM/SIGINT drain and exit; SIGHUP is the routes file's), then `run`.
+
+mod cli;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::Notify;
 use tracing_subscriber::EnvFilter;
 
-use dockhand::config::{Flags, LogFormat};
+use cli::{Flags, LogFormat};
+use dockhand::settings::Settings;
+use dockhand::Listeners;
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
+    let docker_host_env = std::env::var("DOCKER_HOST").ok();
+    let settings = match flags.settings(docker_host_env.as_deref()) {
+        Ok(settings) => settings,
+        Err(error) => error.exit(),
+    };
     init_logging(&flags);
     // One worker runs everything on one thread: no wake-ups cross threads.
-    let mut runtime = match flags.workers {
-        Some(1) | Some(0) => tokio::runtime::Builder::new_current_thread(),
+    let mut runtime = match flags.workers.map(|workers| workers.get()) {
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
         Some(workers) => {
             let mut runtime = tokio::runtime::Builder::new_multi_thread();
             runtime.worker_threads(workers);
@@ -32,11 +40,15 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(serve(flags))
+    runtime.block_on(serve(flags, settings))
 }
 
-async fn serve(flags: Flags) -> ExitCode {
-    let listener = match tokio::net::TcpListener::bind(flags.http_listen).await {
+async fn serve(flags: Flags, settings: Settings) -> ExitCode {
+    if let Err(error) = dockhand::check(&settings).await {
+        tracing::error!("{error}");
+        return ExitCode::FAILURE;
+    }
+    let http = match tokio::net::TcpListener::bind(flags.http_listen).await {
         Ok(listener) => listener,
         Err(error) => {
             tracing::error!(%error, address = %flags.http_listen, "can't listen");
@@ -44,29 +56,20 @@ async fn serve(flags: Flags) -> ExitCode {
         }
     };
     tracing::info!(address = %flags.http_listen, "listening for HTTP");
-    let reload = Arc::new(Notify::new());
-    let (Ok(mut hangup), Ok(mut terminate), Ok(mut interrupt)) = (
-        signal(SignalKind::hangup()),
+    let (Ok(mut terminate), Ok(mut interrupt)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
     ) else {
         tracing::error!("can't install signal handlers");
         return ExitCode::FAILURE;
     };
-    let reload_on_hangup = reload.clone();
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            tracing::info!("SIGHUP: reloading the routes file");
-            reload_on_hangup.notify_one();
-        }
-    });
     let shutdown = async move {
         tokio::select! {
             _ = terminate.recv() => tracing::info!("SIGTERM received"),
             _ = interrupt.recv() => tracing::info!("SIGINT received"),
         }
     };
-    match dockhand::run(listener, flags.settings(), reload, shutdown).await {
+    match dockhand::run(Listeners { http }, settings, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");

@@ -1,63 +1,49 @@
-//! The configuration model: what a source (the routes file today, Docker labels
-//! later) says the proxy should serve, as typed data with no strings left to
-//! interpret. It owns the model types, the routes-file parser and the process
-//! settings from flags; it does not build routing structures (see `routes`).
+//! The configuration model: what a provider (the routes file, Docker labels)
+//! says the proxy should serve, as typed data with no strings left to
+//! interpret, and what it found wrong on the way (diagnostics). It owns the
+//! model types, the routes-file parser and its validators; it imports nothing
+//! else of dockhand's, and does not build routing structures (see `routes`).
 
+mod diagnostic;
 mod durations;
-mod flags;
 mod json_reader;
 mod model;
 mod routes_file;
 pub mod values;
 
+pub use diagnostic::{Diagnostic, Findings, Origin, Severity};
 pub use durations::parse_duration;
-pub use flags::{Flags, LogFormat};
 pub use json_reader::{ConfigError, ConfigErrors};
 pub use model::*;
 pub use routes_file::parse_routes_file;
 
-use std::path::PathBuf;
-use std::time::Duration;
+use std::fmt;
 
-/// Process-wide settings, resolved from flags and environment.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The JSON routes file, if any.
-    pub routes_file: Option<PathBuf>,
-    /// How often the routes file is checked for changes.
-    pub routes_poll_interval: Duration,
-    /// Upper bound on establishing one upstream connection.
-    pub connect_timeout: Duration,
-    /// How long a request that finds no upstream waits for one to appear.
-    pub upstream_wait: Duration,
-    /// Upper bound from sending a request to receiving the upstream's response head.
-    pub upstream_timeout: Duration,
-    /// How long in-flight requests may finish after a shutdown signal.
-    pub shutdown_timeout: Duration,
-    /// How long a client may take to send a request head (slowloris guard).
-    pub header_read_timeout: Duration,
-    /// Peers whose `X-Forwarded-*` headers are trusted and extended.
-    pub trusted_proxies: Vec<ipnet::IpNet>,
-    /// The DNS server upstream names are resolved with; `None` means the
-    /// system's resolver.
-    pub dns_resolver: Option<std::net::SocketAddr>,
-    /// The Docker provider's settings; `None` serves without Docker.
-    pub docker: Option<crate::docker::DockerSettings>,
+/// Who publishes desired hosts. A host several providers define is served
+/// as the first one (in this order) says: the routes file wins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ProviderId {
+    File,
+    Docker,
 }
 
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            routes_file: None,
-            routes_poll_interval: Duration::from_secs(1),
-            upstream_wait: Duration::from_secs(5),
-            connect_timeout: Duration::from_secs(10),
-            upstream_timeout: Duration::from_secs(60),
-            shutdown_timeout: Duration::from_secs(30),
-            header_read_timeout: Duration::from_secs(10),
-            trusted_proxies: Vec::new(),
-            dns_resolver: None,
-            docker: None,
-        }
+impl fmt::Display for ProviderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProviderId::File => "routes file",
+            ProviderId::Docker => "docker",
+        })
     }
+}
+
+/// Everything one provider wants right now, published whole on each change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Desired {
+    pub hosts: DesiredHosts,
+    /// Every current problem of the provider's input, sorted.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Every address the provider's containers have now. Upstream names may
+    /// point at any of them (compose service names, aliases), so when this
+    /// set changes the names are resolved again at once.
+    pub container_addresses: std::collections::BTreeSet<std::net::IpAddr>,
 }

@@ -53,6 +53,11 @@ pub struct LocationConfig {
     /// The location's own check settings, layered over its host's.
     pub health_check: HealthCheck,
     pub upstreams: Vec<UpstreamConfig>,
+    /// Its upstreams move: they are containers, which are recreated, scaled
+    /// and moved. The provider says so; the router then keeps the location
+    /// through a grace period when its upstreams vanish, and a request that
+    /// loses its upstream waits for where it went.
+    pub upstreams_move: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

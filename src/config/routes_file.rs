@@ -116,6 +116,8 @@ fn read_location(
         rewrite,
         health_check,
         upstreams,
+        // Written addresses stay put; names are followed through DNS.
+        upstreams_move: false,
     })
 }
 

@@ -55,7 +55,7 @@ pub enum Health {
 
 /// What the pipeline needs to know about dockhand itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BuildContext {
+pub struct ProxyFacts {
     /// `--label-prefix`: labels are `<prefix>.host`, `<prefix>.port`...
     pub label_prefix: String,
     /// The networks dockhand is on, in preference order (`--network` order,
@@ -66,9 +66,9 @@ pub struct BuildContext {
     pub proxy_on_host_network: bool,
 }
 
-impl Default for BuildContext {
+impl Default for ProxyFacts {
     fn default() -> Self {
-        BuildContext {
+        ProxyFacts {
             label_prefix: "dockhand".to_owned(),
             proxy_networks: Vec::new(),
             proxy_on_host_network: false,

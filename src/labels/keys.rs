@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::config::values::closest;
 
-use super::diagnostic::Findings;
+use crate::config::Findings;
 
 /// Every key a route may carry, besides `headers.add.<Header-Name>`.
 pub const ROUTE_KEYS: &[&str] = &[

@@ -12,8 +12,8 @@ use crate::config::{
     Rewrite, UpstreamConfig,
 };
 
-use super::diagnostic::Findings;
-use super::route::{LocationSettings, Route};
+use super::route::{LabelRoute, LocationSettings};
+use crate::config::Findings;
 
 /// The locations built so far, by host then path.
 #[derive(Default)]
@@ -40,7 +40,7 @@ impl Locations {
     pub fn add(
         &mut self,
         container: &str,
-        route: &Route,
+        route: &LabelRoute,
         upstreams: &[UpstreamConfig],
         findings: &mut Findings<'_>,
     ) {
@@ -72,7 +72,7 @@ impl Locations {
                 findings.warning(
                     route.label(key),
                     format!(
-                        "{place}: `{mine}` here, `{theirs}` on \"{}\", the oldest replica, whose setting is used",
+                        "{place}: `{mine}` here, `{theirs}` on \"{}\", the oldest replica serving, whose setting is used",
                         location.oldest
                     ),
                 );
@@ -110,6 +110,7 @@ fn new_location(path: &str, settings: &LocationSettings) -> LocationConfig {
         rewrite: settings.rewrite.clone(),
         health_check: settings.health_check,
         upstreams: Vec::new(),
+        upstreams_move: true,
     }
 }
 

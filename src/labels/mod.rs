@@ -2,16 +2,14 @@
 //! Docker provider gathered (containers, their labels, networks, ports and
 //! health, and dockhand's own networks) to hosts and diagnostics. It does no
 //! I/O and keeps no state; the provider calls it on every change and diffs
-//! the result. Grace periods for recreated containers are the provider's.
+//! the result. Grace periods for recreated containers are the router's.
 //!
 //! - `facts`: the inputs.
 //! - `keys`: the label key grammar, unknown keys and near-miss prefixes.
 //! - `route`: one route's values, validated with `config::values`.
 //! - `network`, `port`: the address and port a container is reached at.
 //! - `merge`: replicas into locations, conflicts between them.
-//! - `diagnostic`: what is reported, and how it reads.
 
-mod diagnostic;
 mod facts;
 mod keys;
 mod merge;
@@ -19,42 +17,52 @@ mod network;
 mod port;
 mod route;
 
-pub use diagnostic::{Diagnostic, Severity};
-pub use facts::{BuildContext, ContainerFacts, Health};
+pub use facts::{ContainerFacts, Health, ProxyFacts};
 
 use std::net::SocketAddr;
 
-use crate::config::{values, DesiredHosts, UpstreamConfig, UpstreamTarget};
+use crate::config::{
+    values, DesiredHosts, Diagnostic, Findings, Origin, UpstreamConfig, UpstreamTarget,
+};
 
-use diagnostic::Findings;
 use merge::Locations;
-use route::Route;
+use route::LabelRoute;
 
 /// Builds the hosts the containers' labels describe, with every label problem
-/// found. Only containers that take requests (running, and healthy when they
-/// have a health check) contribute; a host none of them serves is absent.
+/// found. Every container that carries a route makes its location exist;
+/// only those that take requests (running, and healthy when they have a
+/// health check) bring upstreams, so a host whose containers all exist but
+/// none can serve has locations without upstreams (`503`, not `404`).
 /// Diagnostics come sorted by container name, then label.
 pub fn build_hosts(
     containers: &[ContainerFacts],
-    context: &BuildContext,
+    context: &ProxyFacts,
 ) -> (DesiredHosts, Vec<Diagnostic>) {
-    let mut oldest_first: Vec<&ContainerFacts> = containers.iter().collect();
-    oldest_first.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
+    // Location settings come from the oldest container that serves, so
+    // those that serve come first.
+    let mut in_order: Vec<&ContainerFacts> = containers.iter().collect();
+    in_order.sort_by(|a, b| {
+        (!a.takes_requests(), a.created, &a.id).cmp(&(!b.takes_requests(), b.created, &b.id))
+    });
     let mut diagnostics = Vec::new();
     let mut locations = Locations::default();
-    for container in oldest_first {
-        let mut findings = Findings::new(&container.name, &mut diagnostics);
+    for container in in_order {
+        let origin = Origin::Container {
+            name: container.name.clone(),
+            id: container.id.clone(),
+        };
+        let mut findings = Findings::new(origin, &mut diagnostics);
         let routes = read_routes(container, &context.label_prefix, &mut findings);
-        if !container.takes_requests() {
-            continue;
-        }
         for route in &routes {
-            let upstreams = upstreams_of(container, route, context, &mut findings);
+            let upstreams = match container.takes_requests() {
+                true => upstreams_of(container, route, context, &mut findings),
+                false => Vec::new(),
+            };
             locations.add(&container.name, route, &upstreams, &mut findings);
         }
     }
     // Stable, so problems of one label keep the order they were found in.
-    diagnostics.sort_by(|a, b| (&a.container, &a.label).cmp(&(&b.container, &b.label)));
+    diagnostics.sort_by(|a, b| (&a.origin, &a.key).cmp(&(&b.origin, &b.key)));
     (locations.into_desired_hosts(), diagnostics)
 }
 
@@ -63,7 +71,7 @@ fn read_routes(
     container: &ContainerFacts,
     prefix: &str,
     findings: &mut Findings<'_>,
-) -> Vec<Route> {
+) -> Vec<LabelRoute> {
     let enable_label = format!("{prefix}.enable");
     // Read before anything else: a container turned off gets no diagnostics.
     if let Some(enable) = container.labels.get(&enable_label) {
@@ -94,8 +102,8 @@ fn read_routes(
 /// error) when the container can't be reached.
 fn upstreams_of(
     container: &ContainerFacts,
-    route: &Route,
-    context: &BuildContext,
+    route: &LabelRoute,
+    context: &ProxyFacts,
     findings: &mut Findings<'_>,
 ) -> Vec<UpstreamConfig> {
     let network_label = route.label("network");

@@ -7,7 +7,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use super::facts::{BuildContext, ContainerFacts};
+use super::facts::{ContainerFacts, ProxyFacts};
 
 /// The address chosen, with a note when there was a choice to make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct Reach {
 pub fn reach(
     container: &ContainerFacts,
     requested: Option<&str>,
-    context: &BuildContext,
+    context: &ProxyFacts,
     network_label: &str,
 ) -> Result<Reach, String> {
     if container.uses_host_network() {
@@ -76,7 +76,7 @@ fn through_named(container: &ContainerFacts, name: &str) -> Result<Reach, String
 /// The first network, in preference order, that both sides are on.
 fn through_shared(
     container: &ContainerFacts,
-    context: &BuildContext,
+    context: &ProxyFacts,
     network_label: &str,
 ) -> Result<Reach, String> {
     let shared: Vec<&str> = if context.proxy_networks.is_empty() {

@@ -13,12 +13,12 @@ use crate::config::{
     SrvResolution, UpstreamConfig, UpstreamTarget,
 };
 
-use super::diagnostic::Findings;
 use super::keys::{RouteLabels, HEADER_KEY_START};
+use crate::config::Findings;
 
 /// One route of a container, every value validated.
 #[derive(Debug, Clone)]
-pub struct Route {
+pub struct LabelRoute {
     /// What this route's labels start with (`dockhand.`, `dockhand.routes.api.`), for diagnostics.
     pub label_start: String,
     /// Each gets the location; duplicates removed, order kept.
@@ -32,7 +32,7 @@ pub struct Route {
     pub upstream: UpstreamSettings,
 }
 
-impl Route {
+impl LabelRoute {
     pub fn label(&self, key: &str) -> String {
         format!("{}{key}", self.label_start)
     }
@@ -81,7 +81,7 @@ pub fn read_route(
     labels: &RouteLabels<'_>,
     has_named_routes: bool,
     findings: &mut Findings<'_>,
-) -> Option<Route> {
+) -> Option<LabelRoute> {
     if !labels.values.contains_key("host") {
         report_missing_host(labels, has_named_routes, findings);
         return None;
@@ -138,7 +138,7 @@ pub fn read_route(
     if reader.refused {
         return None;
     }
-    Some(Route {
+    Some(LabelRoute {
         label_start: labels.label_start.clone(),
         hosts: hosts?,
         path: path.unwrap_or_else(|| DEFAULT_PATH.to_owned()),

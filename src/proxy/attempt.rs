@@ -1,4 +1,4 @@
-//! One request's tries: what its location decided for it (`Route`: the
+//! One request's tries: what its location decided for it (`RequestPlan`: the
 //! rewritten path, the retry policy), the head every try sends (`Head`), the
 //! body of each try and whether it can be sent again (`Sending`), and whether
 //! another try is made after an answer or a failure (`Tries`). Sending and
@@ -12,11 +12,11 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 
-use super::client::authority_is_address;
 use super::error::ProxyError;
 use super::request_body::{keep_small, BodyClaim, KeptBody, UpstreamBody};
 use super::rewrite::rewrite_path;
 use crate::config::Retry;
+use crate::connect::authority_is_address;
 use crate::routes::Location;
 use crate::upstream::{Endpoint, Transport};
 
@@ -26,15 +26,15 @@ const FIRST_REPLAY_PAUSE: Duration = Duration::from_millis(10);
 const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the matched location decided for the whole request.
-pub(super) struct Route {
+pub(super) struct RequestPlan {
     pub(super) follows_moves: bool,
     pub(super) retry: Option<Arc<Retry>>,
     /// The path and query the upstream receives.
     pub(super) path: PathAndQuery,
 }
 
-impl Route {
-    pub(super) fn of(location: &Location, client_uri: &Uri) -> Result<Route, ProxyError> {
+impl RequestPlan {
+    pub(super) fn of(location: &Location, client_uri: &Uri) -> Result<RequestPlan, ProxyError> {
         let original = client_uri
             .path_and_query()
             .cloned()
@@ -45,7 +45,7 @@ impl Route {
             }
             None => original,
         };
-        Ok(Route {
+        Ok(RequestPlan {
             follows_moves: location.follows_moves(),
             retry: location.retry.clone(),
             path,
@@ -120,7 +120,7 @@ impl Sending {
         body: Incoming,
         bodyless: bool,
         method: &Method,
-        route: &Route,
+        route: &RequestPlan,
     ) -> Sending {
         if bodyless {
             return Sending::Bodyless;
@@ -203,7 +203,7 @@ pub(super) struct Tries {
 }
 
 impl Tries {
-    pub(super) fn new(route: &Route) -> Tries {
+    pub(super) fn new(route: &RequestPlan) -> Tries {
         Tries {
             left: route.retry.as_ref().map_or(0, |retry| retry.attempts),
             follow_pause: FIRST_REPLAY_PAUSE,
@@ -213,7 +213,7 @@ impl Tries {
 
     pub(super) fn after_answer(
         &mut self,
-        route: &Route,
+        route: &RequestPlan,
         sending: &Sending,
         method: &Method,
         status: StatusCode,
@@ -237,7 +237,7 @@ impl Tries {
     /// is sent again, and only to an upstream that moves.
     pub(super) fn after_failure(
         &mut self,
-        route: &Route,
+        route: &RequestPlan,
         sending: &Sending,
         method: &Method,
         error: ProxyError,

@@ -14,12 +14,12 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use super::access_log::AccessRecord;
-use super::attempt::{Again, Head, Route, Sending, Tries};
+use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
-use super::client::{connect_error, ConnectError, UpstreamClient, UpstreamResponse};
 use super::error::ProxyError;
 use super::headers::{self, PeerInfo};
 use super::request_body::UpstreamBody;
+use crate::connect::{connect_error, ConnectError, UpstreamClient, UpstreamResponse};
 use crate::resolve::ResolveHints;
 use crate::routes::{normalize_host, Location, RouteMiss, RouteTable, Router};
 use crate::upstream::{Endpoint, InFlight};
@@ -34,7 +34,7 @@ const NAME_RETRY_INTERVAL: Duration = Duration::from_millis(100);
 /// What every request handler shares.
 pub struct ProxyState {
     pub router: Arc<Router>,
-    pub client: UpstreamClient,
+    pub client: UpstreamClient<UpstreamBody>,
     pub resolve_hints: Arc<dyn ResolveHints>,
     pub upstream_timeout: Duration,
     pub upstream_wait: Duration,
@@ -188,14 +188,14 @@ fn note_failure(state: &ProxyState, endpoint: &Endpoint, error: ProxyError) {
 async fn choose_endpoint(
     state: &ProxyState,
     wanted: &Wanted<'_>,
-) -> Result<Option<(Arc<Endpoint>, Route)>, ProxyError> {
+) -> Result<Option<(Arc<Endpoint>, RequestPlan)>, ProxyError> {
     let mut changes = None;
     loop {
         let has_names = {
             let table = state.router.current();
             let location = find(&table, wanted)?;
             if let Some(endpoint) = location.upstreams.pick(&[]) {
-                return Ok(Some((endpoint, Route::of(location, wanted.uri)?)));
+                return Ok(Some((endpoint, RequestPlan::of(location, wanted.uri)?)));
             }
             for name in location.upstreams.names() {
                 state.resolve_hints.no_upstream(name);

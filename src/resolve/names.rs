@@ -57,12 +57,16 @@ impl NameResolver {
     /// names the route table uses (lower-case host names, without ports); the
     /// worker resolves new ones at once and forgets removed ones. It stops when
     /// every handle and the `names` sender are dropped.
+    /// `moves` changes when containers moved (started, stopped, changed
+    /// networks): every name is then resolved again at once.
     pub fn spawn(
         dns: Arc<dyn Dns>,
         names: watch::Receiver<Arc<BTreeSet<String>>>,
+        moves: watch::Receiver<u64>,
         sink: Arc<dyn AddressSink>,
     ) -> NameResolver {
         let requests = Arc::new(Requests::default());
+        tokio::spawn(follow_moves(moves, requests.clone()));
         tokio::spawn(Worker::new(dns, sink, requests.clone()).run(names));
         NameResolver {
             handle: Arc::new(Handle { requests }),
@@ -83,10 +87,16 @@ impl NameResolver {
         self.handle.requests.ask_for(name, NO_UPSTREAM_MIN_INTERVAL);
     }
 
-    /// A Docker event (container start, die, destroy, network connect or
-    /// disconnect): resolve every name now.
+    /// Resolve every name now.
     pub fn resolve_all_now(&self) {
         self.handle.requests.ask_for_all();
+    }
+}
+
+/// Asks for every name each time containers moved, until the router goes.
+async fn follow_moves(mut moves: watch::Receiver<u64>, requests: Arc<Requests>) {
+    while moves.changed().await.is_ok() {
+        requests.ask_for_all();
     }
 }
 

@@ -1,60 +1,79 @@
-//! From desired hosts to the live `RouteTable`: merging what each source
-//! (the routes file, Docker) wants with the current addresses of the names
-//! they use, building the table, matching a request's host and path against
-//! it, and swapping it atomically. It owns no I/O: sources hand it desired
-//! hosts, the resolver hands it addresses (and learns from it which names to
-//! watch), the proxy reads the current table.
+//! From what providers want to the live `RouteTable`. Each provider (the
+//! routes file, Docker) publishes its `Desired` whole under its id; the
+//! router keeps, as data anyone can read, every provider's current
+//! diagnostics and every conflict between providers (the same host from
+//! two: the file wins), keeps vanished locations whose upstreams move for a
+//! grace period (`grace`), merges all of it with the current addresses of
+//! the names used, builds the table, and swaps it atomically. It tells the
+//! resolver which names to watch, and when a provider's containers moved.
+//! It owns no I/O beyond one timer task for grace deadlines.
 
+mod grace;
 mod host_match;
 mod table;
 
 pub use host_match::{normalize_host, MAX_HOST_LEN};
-pub use table::{Location, RouteMiss, RouteTable};
+pub use table::{Conflict, Location, RouteMiss, RouteTable};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-use crate::config::{DesiredHosts, UpstreamTarget};
+use crate::config::{Desired, DesiredHosts, Diagnostic, ProviderId, Severity, UpstreamTarget};
 use crate::resolve::{AddressSink, ResolvedNames};
-use crate::upstream::{BuildContext, EndpointRegistry};
-
-/// Where desired hosts come from. A host both sources define is served as the
-/// earlier one (the file) says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Source {
-    File,
-    Docker,
-}
+use crate::upstream::{EndpointInputs, EndpointRegistry};
+use grace::Grace;
 
 /// Holds the current route table; readers never block and never see a half-built one.
 pub struct Router {
     current: ArcSwap<RouteTable>,
     inputs: Mutex<Inputs>,
     registry: Arc<EndpointRegistry>,
+    grace_period: Duration,
     /// Bumped on every swap, so waiting requests can look again.
     changes: watch::Sender<u64>,
     /// The names the desired hosts use, for the resolver to watch.
     names: watch::Sender<Arc<BTreeSet<String>>>,
+    /// Bumped when a provider's containers moved, so names that may point at
+    /// them are resolved again at once.
+    moves: watch::Sender<u64>,
+    /// The earliest end of a grace period, for `expire_grace`.
+    grace_deadline: watch::Sender<Option<Instant>>,
 }
 
-/// Everything a table is built from.
+/// Everything a table is built from, and what the last build found.
 #[derive(Default)]
 struct Inputs {
-    desired: BTreeMap<Source, DesiredHosts>,
+    providers: BTreeMap<ProviderId, Published>,
     resolved: ResolvedNames,
+    conflicts: Vec<Conflict>,
+}
+
+/// One provider's last `Desired`, and what is served of it.
+struct Published {
+    desired: Desired,
+    grace: Grace,
+    /// `desired.hosts` and the locations still in their grace period.
+    served: DesiredHosts,
 }
 
 impl Router {
-    pub fn new(registry: Arc<EndpointRegistry>) -> Router {
+    /// `grace_period`: how long a vanished location whose upstreams move
+    /// is kept (without upstreams: requests wait for one).
+    pub fn new(registry: Arc<EndpointRegistry>, grace_period: Duration) -> Router {
         Router {
             current: ArcSwap::default(),
             inputs: Mutex::default(),
             registry,
+            grace_period,
             changes: watch::Sender::new(0),
             names: watch::Sender::new(Arc::default()),
+            moves: watch::Sender::new(0),
+            grace_deadline: watch::Sender::new(None),
         }
     }
 
@@ -63,24 +82,38 @@ impl Router {
         self.current.load()
     }
 
-    /// Replaces what `source` wants and swaps in a new table, unless nothing
-    /// changed. Requests already routed keep the table they started with.
-    /// Returns whether the table was swapped.
-    pub fn publish(&self, source: Source, desired: DesiredHosts) -> bool {
+    /// Replaces what `provider` wants and swaps in a new table, unless the
+    /// hosts served did not change. Requests already routed keep the table
+    /// they started with. Returns whether the table was swapped.
+    pub fn publish(&self, provider: ProviderId, desired: Desired) -> bool {
         let mut inputs = self.lock_inputs();
-        if inputs.desired.get(&source) == Some(&desired) {
+        let grace_period = self.grace_period;
+        let first = !inputs.providers.contains_key(&provider);
+        let published = inputs
+            .providers
+            .entry(provider)
+            .or_insert_with(|| Published {
+                desired: Desired::default(),
+                grace: Grace::new(grace_period),
+                served: DesiredHosts::default(),
+            });
+        if published.desired == desired && !first {
             return false;
         }
-        inputs.desired.insert(source, desired);
-        let names = names_used(&inputs.desired);
-        self.names.send_if_modified(|watched| {
-            let changed = **watched != names;
-            if changed {
-                *watched = Arc::new(names);
-            }
-            changed
-        });
-        self.swap(&inputs);
+        log_new_diagnostics(&published.desired.diagnostics, &desired.diagnostics);
+        // A provider's first containers moved nothing: names are resolved
+        // when they are first watched anyway.
+        if !first && published.desired.container_addresses != desired.container_addresses {
+            self.moves.send_modify(|moves| *moves += 1);
+        }
+        let served = published.grace.apply(desired.hosts.clone(), Instant::now());
+        published.desired = desired;
+        if published.served == served {
+            return false;
+        }
+        published.served = served;
+        self.watch_names_of(&inputs);
+        self.swap(&mut inputs);
         true
     }
 
@@ -92,24 +125,116 @@ impl Router {
             return false;
         }
         inputs.resolved = resolved;
-        self.swap(&inputs);
+        self.swap(&mut inputs);
         true
     }
 
-    fn swap(&self, inputs: &Inputs) {
-        let context = BuildContext {
+    /// Removes the locations whose grace period ended by now; returns
+    /// whether the table changed.
+    fn expire_grace(&self) -> bool {
+        let mut inputs = self.lock_inputs();
+        let now = Instant::now();
+        let mut changed = false;
+        for published in inputs.providers.values_mut() {
+            let served = published.grace.apply(published.desired.hosts.clone(), now);
+            if served != published.served {
+                published.served = served;
+                changed = true;
+            }
+        }
+        if changed {
+            self.watch_names_of(&inputs);
+            self.swap(&mut inputs);
+        }
+        changed
+    }
+
+    /// Ends grace periods when they are due; runs for as long as the router.
+    pub async fn expire_grace_periods(&self) {
+        let mut deadline = self.grace_deadline.subscribe();
+        loop {
+            let next = *deadline.borrow_and_update();
+            match next {
+                Some(next) => tokio::select! {
+                    () = tokio::time::sleep_until(next) => {
+                        self.expire_grace();
+                    }
+                    _ = deadline.changed() => {}
+                },
+                None => {
+                    if deadline.changed().await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    fn swap(&self, inputs: &mut Inputs) {
+        let context = EndpointInputs {
             resolved: &inputs.resolved,
             registry: &self.registry,
         };
-        let table = RouteTable::build(&inputs.desired, &context);
+        let served = inputs
+            .providers
+            .iter()
+            .map(|(provider, published)| (*provider, &published.served))
+            .collect();
+        let (table, conflicts) = RouteTable::build(&served, &context);
         // The old table's endpoints go with it, unless the new one kept them.
         drop(self.current.swap(Arc::new(table)));
         self.registry.sweep();
+        for conflict in conflicts.iter().filter(|c| !inputs.conflicts.contains(c)) {
+            tracing::warn!(host = %conflict.host, served_by = %conflict.served_by, ignored = %conflict.ignored, "host defined by two providers; the first is served");
+        }
+        inputs.conflicts = conflicts;
+        let deadline = inputs
+            .providers
+            .values()
+            .filter_map(|published| published.grace.next_deadline())
+            .min();
+        self.grace_deadline.send_if_modified(|current| {
+            let changed = *current != deadline;
+            *current = deadline;
+            changed
+        });
         self.changes.send_modify(|version| *version += 1);
+    }
+
+    fn watch_names_of(&self, inputs: &Inputs) {
+        let names = names_used(inputs.providers.values().map(|p| &p.served));
+        self.names.send_if_modified(|watched| {
+            let changed = **watched != names;
+            if changed {
+                *watched = Arc::new(names);
+            }
+            changed
+        });
     }
 
     fn lock_inputs(&self) -> std::sync::MutexGuard<'_, Inputs> {
         crate::sync::lock(&self.inputs)
+    }
+
+    /// Every provider's current diagnostics, by provider.
+    pub fn diagnostics(&self) -> Vec<(ProviderId, Diagnostic)> {
+        let inputs = self.lock_inputs();
+        inputs
+            .providers
+            .iter()
+            .flat_map(|(provider, published)| {
+                published
+                    .desired
+                    .diagnostics
+                    .iter()
+                    .map(|diagnostic| (*provider, diagnostic.clone()))
+            })
+            .collect()
+    }
+
+    /// Every host two providers define, as of the current table.
+    pub fn conflicts(&self) -> Vec<Conflict> {
+        self.lock_inputs().conflicts.clone()
     }
 
     /// Notified after every swap.
@@ -120,6 +245,23 @@ impl Router {
     /// The set of names the desired hosts use, kept current.
     pub fn watch_names(&self) -> watch::Receiver<Arc<BTreeSet<String>>> {
         self.names.subscribe()
+    }
+
+    /// Changes whenever a provider's containers moved (started, stopped,
+    /// changed networks): names may point at them.
+    pub fn watch_moves(&self) -> watch::Receiver<u64> {
+        self.moves.subscribe()
+    }
+}
+
+/// Logs each diagnostic of `now` that `before` did not have: a problem is
+/// logged once for as long as it lasts.
+fn log_new_diagnostics(before: &[Diagnostic], now: &[Diagnostic]) {
+    for diagnostic in now.iter().filter(|d| !before.contains(d)) {
+        match diagnostic.severity {
+            Severity::Warning => tracing::warn!(%diagnostic, "configuration diagnostic"),
+            Severity::Error => tracing::error!(%diagnostic, "configuration diagnostic"),
+        }
     }
 }
 
@@ -133,14 +275,13 @@ impl AddressSink for Router {
 #[cfg(test)]
 impl Default for Router {
     fn default() -> Router {
-        Router::new(Arc::new(EndpointRegistry::always_reachable()))
+        Router::new(Arc::new(EndpointRegistry::new()), Duration::from_secs(5))
     }
 }
 
-/// Every name an upstream of `desired` is written with.
-fn names_used(desired: &BTreeMap<Source, DesiredHosts>) -> BTreeSet<String> {
-    desired
-        .values()
+/// Every name an upstream of `served` is written with.
+fn names_used<'a>(served: impl Iterator<Item = &'a DesiredHosts>) -> BTreeSet<String> {
+    served
         .flat_map(|hosts| &hosts.hosts)
         .flat_map(|host| &host.locations)
         .flat_map(|location| &location.upstreams)
@@ -154,42 +295,96 @@ fn names_used(desired: &BTreeMap<Source, DesiredHosts>) -> BTreeSet<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::parse_routes_file;
+    use crate::config::{parse_routes_file, Origin};
 
-    fn hosts(json: &str) -> DesiredHosts {
-        parse_routes_file(json).unwrap()
+    fn hosts(json: &str) -> Desired {
+        Desired {
+            hosts: parse_routes_file(json).unwrap(),
+            ..Desired::default()
+        }
+    }
+
+    /// As the Docker provider publishes them: upstreams that move.
+    fn containers(json: &str) -> Desired {
+        let mut desired = hosts(json);
+        for host in &mut desired.hosts.hosts {
+            for location in &mut host.locations {
+                location.upstreams_move = true;
+            }
+        }
+        desired
+    }
+
+    fn pick(router: &Router, host: &str) -> Result<String, RouteMiss> {
+        let table = router.current();
+        let location = table.find(host, "/")?;
+        Ok(location
+            .upstreams
+            .pick(&[])
+            .map_or("none".to_owned(), |endpoint| endpoint.to_string()))
     }
 
     #[test]
-    fn the_file_wins_a_host_both_sources_define() {
+    fn the_file_wins_a_host_both_providers_define_and_the_conflict_is_data() {
         let router = Router::default();
         let file =
             hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#);
-        let docker = hosts(
+        let docker = containers(
             r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.2:80": {}}}}},
                          "b.com": {"location": {"/": {"upstream": {"10.0.0.3:80": {}}}}}}}"#,
         );
-        assert!(router.publish(Source::File, file));
-        assert!(router.publish(Source::Docker, docker.clone()));
+        assert!(router.publish(ProviderId::File, file));
+        assert!(router.publish(ProviderId::Docker, docker.clone()));
+        assert_eq!(pick(&router, "a.com").unwrap(), "10.0.0.1:80");
+        assert_eq!(pick(&router, "b.com").unwrap(), "10.0.0.3:80");
         let table = router.current();
-        let pick = |host| {
-            table
-                .find(host, "/")
-                .unwrap()
-                .upstreams
-                .pick(&[])
-                .unwrap()
-                .to_string()
-        };
-        assert_eq!(pick("a.com"), "10.0.0.1:80");
-        assert_eq!(pick("b.com"), "10.0.0.3:80");
-        assert!(!table.find("a.com", "/").unwrap().follows_containers);
-        assert!(table.find("b.com", "/").unwrap().follows_containers);
+        assert!(!table.find("a.com", "/").unwrap().upstreams_move);
+        assert!(table.find("b.com", "/").unwrap().upstreams_move);
         drop(table);
+        let conflict = Conflict {
+            host: crate::config::HostPattern::Exact("a.com".into()),
+            served_by: ProviderId::File,
+            ignored: ProviderId::Docker,
+        };
+        assert_eq!(router.conflicts(), std::slice::from_ref(&conflict));
         assert!(
-            !router.publish(Source::Docker, docker),
+            !router.publish(ProviderId::Docker, docker),
             "unchanged: no swap"
         );
+        let names: ResolvedNames = Arc::new([("x".to_owned(), Arc::from(vec![]))].into());
+        router.set_resolved(names);
+        assert_eq!(
+            router.conflicts(),
+            [conflict],
+            "listed once across rebuilds"
+        );
+        router.publish(ProviderId::File, hosts(r#"{"host": {}}"#));
+        assert_eq!(router.conflicts(), []);
+        assert_eq!(pick(&router, "a.com").unwrap(), "10.0.0.2:80");
+    }
+
+    #[test]
+    fn diagnostics_are_held_per_provider_until_fixed() {
+        let router = Router::default();
+        let diagnostic = Diagnostic {
+            origin: Origin::Container {
+                name: "web".into(),
+                id: "1234".into(),
+            },
+            key: "dockhand.prot".into(),
+            severity: Severity::Warning,
+            reason: "unknown label; did you mean dockhand.port?".into(),
+        };
+        let mut desired = containers(r#"{"host": {}}"#);
+        desired.diagnostics = vec![diagnostic.clone()];
+        assert!(
+            !router.publish(ProviderId::Docker, desired.clone()),
+            "no host changed"
+        );
+        assert_eq!(router.diagnostics(), [(ProviderId::Docker, diagnostic)]);
+        desired.diagnostics.clear();
+        router.publish(ProviderId::Docker, desired);
+        assert_eq!(router.diagnostics(), []);
     }
 
     #[test]
@@ -197,7 +392,7 @@ mod tests {
         let router = Router::default();
         let names = router.watch_names();
         router.publish(
-            Source::File,
+            ProviderId::File,
             hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"app:8080": {}, "10.0.0.1:80": {}}}}}}}"#),
         );
         assert_eq!(**names.borrow(), BTreeSet::from(["app".to_owned()]));
@@ -224,11 +419,71 @@ mod tests {
         assert!(!router.set_resolved(resolved), "same addresses: no swap");
     }
 
+    #[test]
+    fn moved_containers_are_told_to_the_resolver() {
+        let router = Router::default();
+        let mut moves = router.watch_moves();
+        let mut desired = containers(r#"{"host": {}}"#);
+        router.publish(ProviderId::Docker, desired.clone());
+        desired.container_addresses = ["10.0.0.5".parse().unwrap()].into();
+        router.publish(ProviderId::Docker, desired.clone());
+        assert!(moves.has_changed().unwrap());
+        moves.borrow_and_update();
+        desired.diagnostics.push(Diagnostic {
+            origin: Origin::Container {
+                name: "web".into(),
+                id: "1234".into(),
+            },
+            key: "dockhand.host".into(),
+            severity: Severity::Error,
+            reason: "bad".into(),
+        });
+        router.publish(ProviderId::Docker, desired.clone());
+        assert!(!moves.has_changed().unwrap(), "the same addresses: no move");
+        desired.container_addresses = ["10.0.0.6".parse().unwrap()].into();
+        router.publish(ProviderId::Docker, desired);
+        assert!(moves.has_changed().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_vanished_location_that_moves_is_kept_for_the_grace_period() {
+        let router = Arc::new(Router::default());
+        tokio::spawn({
+            let router = router.clone();
+            async move { router.expire_grace_periods().await }
+        });
+        let one = r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#;
+        router.publish(ProviderId::Docker, containers(one));
+        router.publish(
+            ProviderId::File,
+            hosts(one.replace("a.com", "f.com").as_str()),
+        );
+        router.publish(ProviderId::Docker, containers(r#"{"host": {}}"#));
+        router.publish(ProviderId::File, hosts(r#"{"host": {}}"#));
+        assert_eq!(pick(&router, "a.com"), Ok("none".to_owned()), "kept, empty");
+        assert_eq!(
+            pick(&router, "f.com"),
+            Err(RouteMiss::NoHost),
+            "the file's went at once"
+        );
+        tokio::time::sleep(Duration::from_millis(4_900)).await;
+        assert_eq!(pick(&router, "a.com"), Ok("none".to_owned()));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(
+            pick(&router, "a.com"),
+            Err(RouteMiss::NoHost),
+            "gone after the period"
+        );
+    }
+
     #[tokio::test]
     async fn subscribers_hear_of_each_swap() {
         let router = Router::default();
         let mut changes = router.subscribe();
-        router.publish(Source::File, hosts(r#"{"host": {}}"#));
+        router.publish(
+            ProviderId::File,
+            hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#),
+        );
         changes.changed().await.unwrap();
         assert_eq!(*changes.borrow_and_update(), 1);
     }

@@ -2,12 +2,13 @@
 //! suffixes, the catch-all) and, per host, locations ordered longest prefix
 //! first. Built once per change; lookups borrow and never allocate.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::Source;
-use crate::config::{DesiredHosts, HostConfig, HostPattern, LocationConfig, Retry, Rewrite};
-use crate::upstream::{BuildContext, CheckSettings, UpstreamSet};
+use crate::config::{
+    DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite,
+};
+use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
 
 #[derive(Default)]
 pub struct RouteTable {
@@ -27,9 +28,9 @@ struct HostRoutes {
 pub struct Location {
     pub prefix: Box<str>,
     pub upstreams: UpstreamSet,
-    /// Its upstreams come from containers, which move: a request that finds
-    /// none, or loses one, waits for the next table.
-    pub follows_containers: bool,
+    /// Its provider says its upstreams move (containers): a request that
+    /// loses one waits for the next table.
+    pub upstreams_move: bool,
     /// Shared with the requests that use it, so none copies it.
     pub retry: Option<Arc<Retry>>,
     pub rewrite: Option<Rewrite>,
@@ -39,7 +40,7 @@ impl Location {
     /// Whether its upstreams can move under a request (containers, DNS
     /// names), so one that lost its upstream may wait for where it went.
     pub fn follows_moves(&self) -> bool {
-        self.follows_containers || !self.upstreams.names().is_empty()
+        self.upstreams_move || !self.upstreams.names().is_empty()
     }
 }
 
@@ -50,34 +51,49 @@ pub enum RouteMiss {
     NoLocation,
 }
 
+/// The same host defined by two providers: the first serves it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Conflict {
+    pub host: HostPattern,
+    pub served_by: ProviderId,
+    pub ignored: ProviderId,
+}
+
 impl RouteTable {
-    /// A table of every source's hosts; a host defined by several sources is
-    /// taken from the first (in `Source` order) and the others are skipped.
+    /// A table of every provider's hosts; a host defined by several
+    /// providers is taken from the first (in `ProviderId` order), and each
+    /// other definition is a conflict.
     pub fn build(
-        sources: &BTreeMap<Source, DesiredHosts>,
-        context: &BuildContext<'_>,
-    ) -> RouteTable {
+        providers: &BTreeMap<ProviderId, &DesiredHosts>,
+        context: &EndpointInputs<'_>,
+    ) -> (RouteTable, Vec<Conflict>) {
         let mut table = RouteTable::default();
-        let mut taken = HashSet::new();
-        for (source, desired) in sources {
+        let mut taken = HashMap::new();
+        let mut conflicts = Vec::new();
+        for (provider, desired) in providers {
             for host in &desired.hosts {
-                if !taken.insert(&host.pattern) {
-                    tracing::warn!(host = %host.pattern, ?source, "host defined by several sources; the first is served");
+                if let Some(served_by) = taken.get(&host.pattern) {
+                    conflicts.push(Conflict {
+                        host: host.pattern.clone(),
+                        served_by: *served_by,
+                        ignored: *provider,
+                    });
                     continue;
                 }
-                table.add_host(*source, host, context);
+                taken.insert(&host.pattern, *provider);
+                table.add_host(host, context);
             }
         }
-        table
+        conflicts.sort();
+        (table, conflicts)
     }
 
-    fn add_host(&mut self, source: Source, host: &HostConfig, context: &BuildContext<'_>) {
+    fn add_host(&mut self, host: &HostConfig, context: &EndpointInputs<'_>) {
         let index = self.hosts.len();
-        let follows_containers = source == Source::Docker;
         let mut locations: Vec<Location> = host
             .locations
             .iter()
-            .map(|location| build_location(host, location, follows_containers, context))
+            .map(|location| build_location(host, location, context))
             .collect();
         locations.sort_by_key(|location| std::cmp::Reverse(location.prefix.len()));
         self.hosts.push(HostRoutes { locations });
@@ -115,14 +131,13 @@ impl RouteTable {
 fn build_location(
     host: &HostConfig,
     config: &LocationConfig,
-    follows_containers: bool,
-    context: &BuildContext<'_>,
+    context: &EndpointInputs<'_>,
 ) -> Location {
     let checks = CheckSettings::layered(&host.health_check, &config.health_check);
     Location {
         prefix: config.prefix.as_str().into(),
         upstreams: UpstreamSet::build(&config.upstreams, config.load_balancing, checks, context),
-        follows_containers,
+        upstreams_move: config.upstreams_move,
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
     }
@@ -144,12 +159,12 @@ mod tests {
 
     fn table(json: &str) -> RouteTable {
         let desired = parse_routes_file(json).expect("valid routes");
-        let registry = EndpointRegistry::always_reachable();
-        let context = BuildContext {
+        let registry = EndpointRegistry::new();
+        let context = EndpointInputs {
             resolved: &HashMap::new(),
             registry: &registry,
         };
-        RouteTable::build(&BTreeMap::from([(Source::File, desired)]), &context)
+        RouteTable::build(&BTreeMap::from([(ProviderId::File, &desired)]), &context).0
     }
 
     fn upstream_of(table: &RouteTable, host: &str, path: &str) -> Result<String, RouteMiss> {

@@ -1,17 +1,21 @@
 //! What dockhand knows about one endpoint across route-table rebuilds: whether
 //! it is healthy, and how many requests it has in flight. Health comes from
-//! active checks (a TCP connection every interval) and from failed connects
-//! seen by requests; two failures in a row make an endpoint unhealthy, one
-//! success makes it healthy again. Choosing among endpoints is `balance`'s.
+//! active checks (a TCP connection every interval, run by one background
+//! service over the registry: `run_checks`) and from failed connects seen by
+//! requests; two failures in a row make an endpoint unhealthy, one success
+//! makes it healthy again. Choosing among endpoints is `balance`'s.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use tokio::time::Instant;
 
-use super::registry::AddressLease;
+use super::registry::{AddressLease, EndpointRegistry};
+use crate::sync::lock;
 
 /// Failures in a row that take an endpoint out of rotation.
 const FAILURES_TO_UNHEALTHY: u32 = 2;
@@ -23,17 +27,67 @@ pub struct EndpointState {
     unhealthy: AtomicBool,
     /// Without checks, health is not tracked: failed connects then speak for
     /// themselves on each request, and nothing would bring an endpoint back.
-    checked: bool,
+    check: Option<Check>,
     /// Keeps the endpoint's pooled connections open while it is in use.
     _lease: Option<Arc<AddressLease>>,
 }
 
+/// An endpoint's active check: where, how often, and when next.
+#[derive(Debug)]
+pub struct Check {
+    pub address: SocketAddr,
+    pub interval: Duration,
+    /// `None` while a check runs.
+    next: Mutex<Option<Instant>>,
+}
+
+impl Check {
+    /// The first check is one interval from now.
+    pub fn new(address: SocketAddr, interval: Duration) -> Check {
+        Check {
+            address,
+            interval,
+            next: Mutex::new(Some(Instant::now() + interval)),
+        }
+    }
+}
+
 impl EndpointState {
-    pub fn new(checked: bool, lease: Option<Arc<AddressLease>>) -> EndpointState {
+    pub fn new(check: Option<Check>, lease: Option<Arc<AddressLease>>) -> EndpointState {
         EndpointState {
-            checked,
+            check,
             _lease: lease,
             ..EndpointState::default()
+        }
+    }
+
+    pub fn is_checked(&self) -> bool {
+        self.check.is_some()
+    }
+
+    /// When this endpoint is checked next; `None` when it is not checked or
+    /// a check is running.
+    fn next_check(&self) -> Option<Instant> {
+        self.check.as_ref().and_then(|check| *lock(&check.next))
+    }
+
+    /// The address to check now, if a check is due: it is then marked as running.
+    fn start_check_if_due(&self, now: Instant) -> Option<SocketAddr> {
+        let check = self.check.as_ref()?;
+        let mut next = lock(&check.next);
+        match *next {
+            Some(due) if due <= now => {
+                *next = None;
+                Some(check.address)
+            }
+            _ => None,
+        }
+    }
+
+    fn finish_check(&self, reachable: bool) {
+        self.record(reachable);
+        if let Some(check) = &self.check {
+            *lock(&check.next) = Some(Instant::now() + check.interval);
         }
     }
 
@@ -47,7 +101,7 @@ impl EndpointState {
 
     /// The result of a check, or of a connect a request made.
     pub fn record(&self, reachable: bool) {
-        if !self.checked {
+        if self.check.is_none() {
             return;
         }
         if reachable {
@@ -96,37 +150,43 @@ pub fn tcp_probe(timeout: Duration) -> Probe {
     })
 }
 
-/// Checks `address` every `interval` for as long as its state is in use.
-pub fn spawn_checks(
-    state: Weak<EndpointState>,
-    address: SocketAddr,
-    interval: Duration,
-    probe: Probe,
-) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        return;
-    };
-    runtime.spawn(async move {
-        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            if state.strong_count() == 0 {
-                return;
-            }
-            let reachable = probe(address).await;
-            match state.upgrade() {
-                Some(state) => state.record(reachable),
-                None => return,
+/// The health-check service: checks every checked endpoint of `registry`
+/// every interval, for as long as some route table uses it. One task for
+/// all of them; building a table starts nothing.
+pub async fn run_checks(registry: Arc<EndpointRegistry>, probe: Probe) {
+    let mut running = FuturesUnordered::new();
+    loop {
+        let now = Instant::now();
+        let mut next_due: Option<Instant> = None;
+        for state in registry.checked_states() {
+            if let Some(address) = state.start_check_if_due(now) {
+                let check = probe(address);
+                running.push(async move {
+                    let reachable = check.await;
+                    state.finish_check(reachable);
+                });
+            } else if let Some(due) = state.next_check() {
+                next_due = Some(next_due.map_or(due, |next| next.min(due)));
             }
         }
-    });
+        tokio::select! {
+            Some(()) = running.next(), if !running.is_empty() => {}
+            () = sleep_until_some(next_due) => {}
+            () = registry.checks_changed() => {}
+        }
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
 
     fn scripted_probe(answers: Arc<Mutex<bool>>, calls: Arc<AtomicUsize>) -> Probe {
         Arc::new(move |_| {
@@ -136,9 +196,16 @@ mod tests {
         })
     }
 
+    fn checked() -> Option<Check> {
+        Some(Check::new(
+            "10.0.0.1:80".parse().unwrap(),
+            Duration::from_secs(15),
+        ))
+    }
+
     #[test]
     fn two_failures_in_a_row_then_one_success() {
-        let state = EndpointState::new(true, None);
+        let state = EndpointState::new(checked(), None);
         state.record(false);
         assert!(state.is_healthy(), "one failure is not enough");
         state.record(true);
@@ -152,7 +219,7 @@ mod tests {
 
     #[test]
     fn without_checks_health_is_not_tracked() {
-        let state = EndpointState::new(false, None);
+        let state = EndpointState::new(None, None);
         for _ in 0..5 {
             state.record(false);
         }
@@ -161,7 +228,7 @@ mod tests {
 
     #[test]
     fn in_flight_counts_until_the_guard_drops() {
-        let state = Arc::new(EndpointState::new(true, None));
+        let state = Arc::new(EndpointState::new(checked(), None));
         let first = state.start_request();
         let second = state.start_request();
         assert_eq!(state.in_flight(), 2);
@@ -175,15 +242,12 @@ mod tests {
     async fn checks_run_every_interval_and_stop_with_the_state() {
         let reachable = Arc::new(Mutex::new(true));
         let calls = Arc::new(AtomicUsize::new(0));
-        let state = Arc::new(EndpointState::new(true, None));
-        let address = "10.0.0.1:80".parse().unwrap();
+        let registry = Arc::new(EndpointRegistry::new());
         let probe = scripted_probe(reachable.clone(), calls.clone());
-        spawn_checks(
-            Arc::downgrade(&state),
-            address,
-            Duration::from_secs(15),
-            probe,
-        );
+        tokio::spawn(run_checks(registry.clone(), probe));
+        let destination = super::super::Destination::Address("10.0.0.1:80".parse().unwrap());
+        let transport = super::super::Transport::Http1;
+        let state = registry.state(&destination, &transport, Some(Duration::from_secs(15)));
 
         tokio::time::sleep(Duration::from_millis(14_900)).await;
         assert_eq!(
@@ -205,6 +269,7 @@ mod tests {
         assert_eq!(calls.load(Ordering::Relaxed), 4);
 
         drop(state);
+        registry.sweep();
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(calls.load(Ordering::Relaxed), 4, "no checks once unused");
     }

@@ -11,7 +11,7 @@ mod health;
 mod registry;
 
 pub use endpoint::{Destination, Endpoint, TlsTarget, Transport};
-pub use health::{tcp_probe, EndpointState, InFlight, Probe};
+pub use health::{run_checks, tcp_probe, Check, EndpointState, InFlight, Probe};
 pub use registry::EndpointRegistry;
 
 use std::collections::HashMap;
@@ -27,7 +27,7 @@ use crate::config::{HealthCheck, LoadBalancing, UpstreamConfig, UpstreamTarget};
 pub const DEFAULT_CHECK_INTERVAL: Duration = Duration::from_secs(15);
 
 /// What building a location's endpoints needs from outside the location.
-pub struct BuildContext<'a> {
+pub struct EndpointInputs<'a> {
     pub resolved: &'a HashMap<String, Arc<[IpAddr]>>,
     pub registry: &'a EndpointRegistry,
 }
@@ -46,7 +46,7 @@ impl UpstreamSet {
         configs: &[UpstreamConfig],
         load_balancing: LoadBalancing,
         health: CheckSettings,
-        context: &BuildContext<'_>,
+        context: &EndpointInputs<'_>,
     ) -> UpstreamSet {
         let mut endpoints = Vec::new();
         let mut names = Vec::new();

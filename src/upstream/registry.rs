@@ -10,10 +10,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::endpoint::{Destination, Transport};
-use super::health::{spawn_checks, EndpointState, Probe};
+use super::health::{Check, EndpointState};
 use crate::sync::lock;
 
 /// Held by every endpoint state for an address; the address is retired when
@@ -39,30 +40,22 @@ struct StateKey {
 
 type LeaseKey = (Transport, SocketAddr);
 
+#[derive(Default)]
 pub struct EndpointRegistry {
     states: Mutex<HashMap<StateKey, Weak<EndpointState>>>,
     leases: Mutex<HashMap<LeaseKey, Weak<AddressLease>>>,
-    probe: Probe,
+    /// Wakes the health-check service when a checked endpoint is added.
+    checks_added: Notify,
 }
 
 impl EndpointRegistry {
-    pub fn new(probe: Probe) -> EndpointRegistry {
-        EndpointRegistry {
-            states: Mutex::default(),
-            leases: Mutex::default(),
-            probe,
-        }
-    }
-
-    /// A registry whose checks always find the address reachable.
-    #[cfg(test)]
-    pub fn always_reachable() -> EndpointRegistry {
-        EndpointRegistry::new(Arc::new(|_| Box::pin(async { true })))
+    pub fn new() -> EndpointRegistry {
+        EndpointRegistry::default()
     }
 
     /// The state of an endpoint: the one already in use for the same place,
-    /// or a new one (healthy, with its checks started when `check_interval`
-    /// is set and the destination is an address).
+    /// or a new one (healthy; checked by the health service when
+    /// `check_interval` is set and the destination is an address).
     pub fn state(
         &self,
         destination: &Destination,
@@ -85,18 +78,30 @@ impl EndpointRegistry {
             Destination::Srv { .. } => None,
         };
         let lease = address.map(|address| self.lease(transport, address));
-        let checked = address.is_some() && check_interval.is_some();
-        let state = Arc::new(EndpointState::new(checked, lease));
-        if let (Some(address), Some(interval)) = (address, check_interval) {
-            spawn_checks(
-                Arc::downgrade(&state),
-                address,
-                interval,
-                self.probe.clone(),
-            );
-        }
+        let check = address
+            .zip(check_interval)
+            .map(|(address, interval)| Check::new(address, interval));
+        let checked = check.is_some();
+        let state = Arc::new(EndpointState::new(check, lease));
         states.insert(key, Arc::downgrade(&state));
+        if checked {
+            self.checks_added.notify_one();
+        }
         state
+    }
+
+    /// Every endpoint state in use that has active checks.
+    pub fn checked_states(&self) -> Vec<Arc<EndpointState>> {
+        lock(&self.states)
+            .values()
+            .filter_map(Weak::upgrade)
+            .filter(|state| state.is_checked())
+            .collect()
+    }
+
+    /// Resolves when a checked endpoint is added after the last call.
+    pub async fn checks_changed(&self) {
+        self.checks_added.notified().await
     }
 
     fn lease(&self, transport: &Transport, address: SocketAddr) -> Arc<AddressLease> {
@@ -137,7 +142,7 @@ mod tests {
     use super::*;
 
     fn registry() -> EndpointRegistry {
-        EndpointRegistry::always_reachable()
+        EndpointRegistry::new()
     }
 
     fn address(text: &str) -> Destination {

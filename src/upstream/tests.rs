@@ -2,7 +2,7 @@ use super::*;
 use crate::config::parse_routes_file;
 
 fn registry() -> EndpointRegistry {
-    EndpointRegistry::always_reachable()
+    EndpointRegistry::new()
 }
 
 fn location_set(
@@ -19,7 +19,7 @@ fn location_set(
         enabled: true,
         interval: DEFAULT_CHECK_INTERVAL,
     };
-    let context = BuildContext { resolved, registry };
+    let context = EndpointInputs { resolved, registry };
     UpstreamSet::build(
         &desired.hosts[0].locations[0].upstreams,
         load_balancing,

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use tokio::sync::mpsc;
 
-use dockhand::config::Settings;
+use dockhand::settings::Settings;
 
 use crate::support::*;
 

@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use dockhand::config::Settings;
+use dockhand::settings::Settings;
 
 use crate::dns_server::{srv, Behaviour, DnsServer};
 use crate::support::*;

@@ -99,7 +99,7 @@ async fn an_upstream_written_as_a_name_has_no_address_yet_so_503() {
         "/": {"upstream": {a.addr.to_string(): {}}},
         "/named": {"upstream": {"app.internal:8080": {}}}
     }}}});
-    let settings = dockhand::config::Settings {
+    let settings = dockhand::settings::Settings {
         upstream_wait: std::time::Duration::from_millis(100),
         ..test_settings()
     };

@@ -7,7 +7,7 @@ use http::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
-use dockhand::config::Settings;
+use dockhand::settings::Settings;
 
 use crate::support::*;
 

@@ -20,11 +20,11 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use dockhand::config::Settings;
-use dockhand::file_provider::RoutesFileError;
+use dockhand::settings::Settings;
+use dockhand::{Error, Listeners};
 
 pub type TestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -134,15 +134,16 @@ pub fn one_route(host: &str, upstream: SocketAddr) -> String {
 pub struct Proxy {
     pub addr: SocketAddr,
     pub routes_path: PathBuf,
-    reload: Arc<Notify>,
     shutdown: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), RoutesFileError>>>,
+    task: Option<JoinHandle<Result<(), Error>>>,
     _dir: tempfile::TempDir,
 }
 
+/// Served from the routes file alone: no Docker.
 pub fn test_settings() -> Settings {
     Settings {
         routes_poll_interval: Duration::from_millis(50),
+        docker: None,
         ..Settings::default()
     }
 }
@@ -159,19 +160,17 @@ impl Proxy {
     }
 
     /// Starts, or returns the start error (a bad routes file).
-    pub async fn try_start(routes: &str, mut settings: Settings) -> Result<Proxy, RoutesFileError> {
+    pub async fn try_start(routes: &str, mut settings: Settings) -> Result<Proxy, Error> {
         let dir = tempfile::tempdir().unwrap();
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         settings.routes_file = Some(routes_path.clone());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let reload = Arc::new(Notify::new());
         let (stop, stopped) = oneshot::channel::<()>();
         let mut task = tokio::spawn(dockhand::run(
-            listener,
+            Listeners { http: listener },
             settings,
-            reload.clone(),
             async move {
                 let _ = stopped.await;
             },
@@ -187,7 +186,6 @@ impl Proxy {
         Ok(Proxy {
             addr,
             routes_path,
-            reload,
             shutdown: Some(stop),
             task: Some(task),
             _dir: dir,
@@ -201,9 +199,17 @@ impl Proxy {
         std::fs::rename(&staging, &self.routes_path).unwrap();
     }
 
-    /// What SIGHUP does in the binary.
+    /// Sends this process SIGHUP, as an operator would the binary: every
+    /// proxy of the process reads its routes file again.
     pub fn reload(&self) {
-        self.reload.notify_one();
+        // Installs the process's SIGHUP handler if no watcher did yet
+        // (tokio keeps it installed), so the signal can't end the process.
+        drop(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).unwrap());
+        let status = Command::new("kill")
+            .args(["-HUP", &std::process::id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     /// Signals shutdown and waits for `run` to return.

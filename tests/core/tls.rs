@@ -17,7 +17,7 @@ use rustls::{CertificateError, RootCertStore};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use dockhand::proxy::tls::{
+use dockhand::connect::tls::{
     handshake, ClientConfigs, TlsConnection, TlsHandshakeError, TlsSettings,
 };
 

@@ -11,11 +11,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use dockhand::config::Diagnostic;
 use dockhand::config::{
     DesiredHosts, HealthCheck, LoadBalancing, LocationConfig, Protocol, Retry, Rewrite,
     TlsServerName, UpstreamConfig, UpstreamTarget,
 };
-use dockhand::labels::{build_hosts, BuildContext, ContainerFacts, Diagnostic, Health};
+use dockhand::labels::{build_hosts, ContainerFacts, Health, ProxyFacts};
 use serde_json::{json, Map, Value};
 
 #[test]
@@ -81,8 +82,8 @@ fn run_case(name: &str, case: &Value) -> Value {
 
 // ---- reading the facts ------------------------------------------------------
 
-fn read_context(name: &str, value: &Value) -> BuildContext {
-    let mut context = BuildContext::default();
+fn read_context(name: &str, value: &Value) -> ProxyFacts {
+    let mut context = ProxyFacts::default();
     let Some(object) = value.as_object() else {
         return context;
     };

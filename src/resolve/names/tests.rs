@@ -144,7 +144,8 @@ impl Running {
         let dns = Arc::new(dns);
         let sink = Arc::new(RecordingSink::default());
         let (watched, receiver) = watch::channel(name_set(names));
-        let resolver = NameResolver::spawn(dns.clone(), receiver, sink.clone());
+        let (_, no_moves) = watch::channel(0);
+        let resolver = NameResolver::spawn(dns.clone(), receiver, no_moves, sink.clone());
         Running {
             dns,
             sink,

@@ -15,6 +15,7 @@ use futures_util::{Stream, StreamExt};
 
 use super::facts::facts_from_inspect;
 use crate::labels::ContainerFacts;
+use crate::settings::DockerHost;
 
 /// Seconds any one API call may take (the event stream is not cut by it).
 const REQUEST_TIMEOUT_SECS: u64 = 30;
@@ -30,8 +31,6 @@ pub enum DockerError {
     Api(#[from] bollard::errors::Error),
     #[error("the Docker event stream ended")]
     EventsEnded,
-    #[error("unsupported Docker host `{0}` (use unix:///path or tcp://host:port)")]
-    UnsupportedHost(String),
 }
 
 /// A change Docker reports; only ever a hint to re-inspect `container`.
@@ -75,21 +74,19 @@ pub struct BollardApi {
 }
 
 impl BollardApi {
-    /// Connects to `host` (`unix:///var/run/docker.sock`, `tcp://host:2375`)
-    /// and agrees on an API version with the engine.
-    pub async fn connect(host: &str) -> Result<BollardApi, DockerError> {
+    /// Connects to `host` and agrees on an API version with the engine.
+    pub async fn connect(host: &DockerHost) -> Result<BollardApi, DockerError> {
         let version = bollard::API_DEFAULT_VERSION;
-        let docker = if let Some(path) = host.strip_prefix("unix://") {
-            Docker::connect_with_unix(path, REQUEST_TIMEOUT_SECS, version)
-        } else if host.starts_with("tcp://") || host.starts_with("http://") {
-            Docker::connect_with_http(host, REQUEST_TIMEOUT_SECS, version)
-        } else if host.starts_with('/') {
-            Docker::connect_with_unix(host, REQUEST_TIMEOUT_SECS, version)
-        } else {
-            return Err(DockerError::UnsupportedHost(host.to_owned()));
+        let docker = match host {
+            DockerHost::Unix(path) => {
+                Docker::connect_with_unix(&path.to_string_lossy(), REQUEST_TIMEOUT_SECS, version)
+            }
+            DockerHost::Tcp { .. } => {
+                Docker::connect_with_http(&host.to_string(), REQUEST_TIMEOUT_SECS, version)
+            }
         };
         let connect_error = |source| DockerError::Connect {
-            endpoint: host.to_owned(),
+            endpoint: host.to_string(),
             source,
         };
         let docker = docker
@@ -103,8 +100,8 @@ impl BollardApi {
 
 impl DockerApi for BollardApi {
     async fn list_container_ids(&self) -> Result<Vec<String>, DockerError> {
-        // Only running containers can be upstreams.
-        let options = ListContainersOptionsBuilder::new().all(false).build();
+        // Stopped containers too: the hosts they carry stay known (503, not 404).
+        let options = ListContainersOptionsBuilder::new().all(true).build();
         let summaries = self.docker.list_containers(Some(options)).await?;
         Ok(summaries
             .into_iter()

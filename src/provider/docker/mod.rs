@@ -6,47 +6,31 @@
 
 mod api;
 mod facts;
-mod grace;
 mod self_container;
 
 pub use api::{BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream};
-pub use grace::Grace;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use tokio::time::Instant;
 
-use crate::labels::{build_hosts, BuildContext, ContainerFacts, Severity};
-use crate::resolve::NameResolver;
-use crate::routes::{Router, Source};
-
-/// What the provider needs from the command line.
-#[derive(Debug, Clone)]
-pub struct DockerSettings {
-    /// `unix:///var/run/docker.sock` or `tcp://host:port`.
-    pub host: String,
-    /// `--network`: the networks to reach containers through, in preference order.
-    pub networks: Vec<String>,
-    pub label_prefix: String,
-    /// How long a location whose containers all went away is kept.
-    pub upstream_wait: Duration,
-    pub relist_interval: Duration,
-}
+use crate::config::{Desired, ProviderId};
+use crate::labels::{build_hosts, ContainerFacts, ProxyFacts};
+use crate::routes::Router;
+use crate::settings::DockerSettings;
 
 /// The longest wait between two attempts to reach Docker.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Runs until the process ends: connect, follow, and on any loss reconnect.
-/// Containers that start, stop or change networks have `names` resolved again.
-pub async fn run_provider(settings: DockerSettings, router: Arc<Router>, names: NameResolver) {
+pub async fn run_provider(settings: DockerSettings, router: Arc<Router>) {
     let mut state = ProviderState::new(&settings);
-    state.names = Some(names);
     let mut backoff = Duration::from_millis(250);
     loop {
         match BollardApi::connect(&settings.host).await {
@@ -70,14 +54,8 @@ pub struct ProviderState {
     containers: Vec<ContainerFacts>,
     /// Containers told to stop: out of rotation until Docker says otherwise.
     stopping: HashSet<String>,
-    context: BuildContext,
+    context: ProxyFacts,
     own_id: Option<String>,
-    grace: Grace,
-    /// Diagnostics and notes already logged, so each is logged once while it lasts.
-    logged: BTreeSet<String>,
-    /// Upstream names may point at containers (compose service names,
-    /// aliases): they are resolved again when a container moves.
-    names: Option<NameResolver>,
 }
 
 impl ProviderState {
@@ -85,16 +63,13 @@ impl ProviderState {
         ProviderState {
             containers: Vec::new(),
             stopping: HashSet::new(),
-            context: BuildContext {
+            context: ProxyFacts {
                 label_prefix: settings.label_prefix.clone(),
                 proxy_networks: settings.networks.clone(),
                 // Until its own container is found, dockhand is taken to run on the host.
                 proxy_on_host_network: true,
             },
             own_id: None,
-            grace: Grace::new(settings.upstream_wait),
-            logged: BTreeSet::new(),
-            names: None,
         }
     }
 
@@ -126,7 +101,6 @@ pub async fn follow<A: DockerApi>(
         settings.relist_interval,
     );
     loop {
-        let grace_deadline = state.grace.next_deadline();
         let result = tokio::select! {
             event = events.next() => match event {
                 Some(Ok(event)) => apply_event(api, settings, state, event).await,
@@ -134,19 +108,11 @@ pub async fn follow<A: DockerApi>(
                 None => Err(DockerError::EventsEnded),
             },
             _ = relist_timer.tick() => relist(api, state).await,
-            () = sleep_until_some(grace_deadline) => Ok(()),
         };
         if let Err(error) = result {
             return error;
         }
         publish(state, router);
-    }
-}
-
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -156,7 +122,7 @@ async fn learn_own_networks<A: DockerApi>(
     settings: &DockerSettings,
     state: &mut ProviderState,
 ) -> Result<(), DockerError> {
-    for candidate in self_container::own_container_candidates() {
+    for candidate in self_container::own_container_candidates().await {
         if let Some(own) = api.inspect(&candidate).await? {
             let on_host_network = own.network_mode == "host";
             if settings.networks.is_empty() {
@@ -202,17 +168,6 @@ async fn apply_event<A: DockerApi>(
     if state.own_id.as_deref() == Some(event.container.as_str()) {
         return learn_own_networks(api, settings, state).await;
     }
-    let moved = matches!(
-        event.action,
-        EventAction::Start
-            | EventAction::Die
-            | EventAction::Destroy
-            | EventAction::NetworkConnect
-            | EventAction::NetworkDisconnect
-    );
-    if let (true, Some(names)) = (moved, &state.names) {
-        names.resolve_all_now();
-    }
     match event.action {
         // Inspect still says running while the container shuts down.
         EventAction::Stopping => state.stopping.insert(event.container.clone()),
@@ -234,24 +189,23 @@ async fn apply_event<A: DockerApi>(
     Ok(())
 }
 
-/// Builds the hosts from what is known, logs new diagnostics, applies the
-/// grace period and hands the result to the router (which swaps only on change).
-fn publish(state: &mut ProviderState, router: &Router) {
-    let (built, diagnostics) = build_hosts(&state.containers, &state.context);
-    let mut current = BTreeSet::new();
-    for diagnostic in &diagnostics {
-        let text = diagnostic.to_string();
-        if !state.logged.contains(&text) {
-            match diagnostic.severity {
-                Severity::Warning => tracing::warn!(diagnostic = %text, "label diagnostic"),
-                Severity::Error => tracing::error!(diagnostic = %text, "label diagnostic"),
-            }
-        }
-        current.insert(text);
-    }
-    state.logged = current;
-    let desired = state.grace.apply(built, Instant::now());
-    if router.publish(Source::Docker, desired) {
+/// Builds the hosts from what is known and hands them, with their
+/// diagnostics and the containers' addresses, to the router (which swaps
+/// only on change, logs each diagnostic once and keeps vanished locations
+/// for the grace period).
+fn publish(state: &ProviderState, router: &Router) {
+    let (hosts, diagnostics) = build_hosts(&state.containers, &state.context);
+    let container_addresses = state
+        .containers
+        .iter()
+        .flat_map(|container| container.networks.values().flatten().copied())
+        .collect();
+    let desired = Desired {
+        hosts,
+        diagnostics,
+        container_addresses,
+    };
+    if router.publish(ProviderId::Docker, desired) {
         tracing::info!(
             containers = state.containers.len(),
             "routes from Docker updated"

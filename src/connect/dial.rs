@@ -1,36 +1,27 @@
-//! The pooled upstream client: keep-alive connections per endpoint (address
-//! and transport: HTTP/1.1, h2c, or TLS with its server name and
-//! verification), reused across requests and across route-table changes.
-//! Connecting is bounded by `--connect-timeout`, sets `TCP_NODELAY`, and
-//! fails with a typed `ConnectError` so the proxy can tell refused from timed
-//! out from a failed TLS handshake.
+//! Opening one upstream connection: TCP with `TCP_NODELAY` to an address or
+//! to a target of an SRV answer, then the TLS handshake when the transport
+//! has one, all within `--connect-timeout`, failing with a typed
+//! `ConnectError`. The connection holds its address's retirement signal.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use http::{Request, Response, Uri};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::{Client, ResponseFuture};
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use http::Uri;
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::connection::{Stream, UpstreamConnection};
-use super::request_body::UpstreamBody;
+use super::srv::SrvResolvers;
 use super::tls::{handshake, system_roots, ClientConfigs, TlsSettings};
 use crate::config::{SrvResolution, TlsServerName};
 use crate::resolve::srv::{dial, dial_rng};
-use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvConnection, SrvDialError, SrvResolver};
-use crate::sync::{lock, read, write};
-use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
-
-/// How long an unused pooled connection is kept.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+use crate::resolve::{SrvConnection, SrvDialError};
+use crate::upstream::{Destination, EndpointRegistry, Transport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
@@ -58,19 +49,19 @@ pub enum ConnectError {
 /// authority as `:authority`, have a pool per destination, so the URI can
 /// carry the host the upstream expects instead of the address.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct PoolKey {
-    transport: Transport,
-    destination: Option<Destination>,
+pub(super) struct PoolKey {
+    pub(super) transport: Transport,
+    pub(super) destination: Option<Destination>,
 }
 
 /// What every connector shares.
-struct Dialing {
-    connect_timeout: Duration,
-    registry: Arc<EndpointRegistry>,
+pub(super) struct Dialing {
+    pub(super) connect_timeout: Duration,
+    pub(super) registry: Arc<EndpointRegistry>,
     /// Made at the first TLS connection, so a proxy without TLS upstreams
     /// never reads the system's roots (nor warns that it has none).
-    tls: OnceLock<ClientConfigs>,
-    srv: SrvResolvers,
+    pub(super) tls: OnceLock<ClientConfigs>,
+    pub(super) srv: SrvResolvers,
 }
 
 /// Opens the connections of one pool: to the address in a request's URI, or
@@ -78,8 +69,8 @@ struct Dialing {
 /// transport has one. All of it within `--connect-timeout`.
 #[derive(Clone)]
 pub struct Connector {
-    key: Arc<PoolKey>,
-    dialing: Arc<Dialing>,
+    pub(super) key: Arc<PoolKey>,
+    pub(super) dialing: Arc<Dialing>,
 }
 
 type Connecting =
@@ -197,62 +188,6 @@ impl Connector {
     }
 }
 
-/// Whether requests to `endpoint` carry its address as their URI's
-/// authority (the shared HTTP/1.1 pool), or the host the upstream expects.
-pub fn authority_is_address(endpoint: &Endpoint) -> bool {
-    matches!(
-        (&endpoint.destination, &endpoint.transport),
-        (Destination::Address(_), Transport::Http1)
-    )
-}
-
-/// One SRV resolver (with its caches) per resolution settings.
-struct SrvResolvers {
-    system: Arc<dyn Dns>,
-    resolvers: Mutex<HashMap<SrvResolution, Arc<SrvResolver>>>,
-}
-
-impl SrvResolvers {
-    async fn resolver(&self, resolution: &SrvResolution) -> Result<Arc<SrvResolver>, ConnectError> {
-        if let Some(resolver) = lock(&self.resolvers).get(resolution) {
-            return Ok(resolver.clone());
-        }
-        let dns: Arc<dyn Dns> = match &resolution.resolver {
-            None => self.system.clone(),
-            Some((host, port)) => Arc::new(HickoryDns::with_server(SocketAddr::new(
-                self.server_address(host).await?,
-                *port,
-            ))),
-        };
-        let ttls = CacheTtls {
-            min_ttl: resolution.min_ttl,
-            max_ttl: resolution.max_ttl,
-            negative_ttl: resolution.negative_ttl,
-        };
-        Ok(lock(&self.resolvers)
-            .entry(resolution.clone())
-            .or_insert_with(|| Arc::new(SrvResolver::new(dns, ttls)))
-            .clone())
-    }
-
-    /// A `resolver` written as a name is looked up with the system's DNS.
-    async fn server_address(&self, host: &str) -> Result<IpAddr, ConnectError> {
-        if let Ok(ip) = host.parse() {
-            return Ok(ip);
-        }
-        let answer = self
-            .system
-            .lookup_ip(host)
-            .await
-            .map_err(|error| ConnectError::Lookup(format!("DNS server {host}: {error}")))?;
-        answer
-            .addresses
-            .first()
-            .copied()
-            .ok_or_else(|| ConnectError::Lookup(format!("DNS server {host} has no address")))
-    }
-}
-
 /// A TCP connection with `TCP_NODELAY`, within `timeout`.
 pub async fn connect_tcp(
     address: SocketAddr,
@@ -270,78 +205,6 @@ pub async fn connect_tcp(
     Ok(stream)
 }
 
-type PooledClient = Client<Connector, UpstreamBody>;
-
-/// The shared HTTP/1.1 pool, and one pool per destination for the others.
-pub struct UpstreamClient {
-    http1: PooledClient,
-    /// Pools for the other transports, made when first used.
-    others: RwLock<HashMap<PoolKey, PooledClient>>,
-    dialing: Arc<Dialing>,
-}
-
-impl UpstreamClient {
-    pub fn new(
-        connect_timeout: Duration,
-        registry: Arc<EndpointRegistry>,
-        dns: Arc<dyn Dns>,
-    ) -> UpstreamClient {
-        let dialing = Arc::new(Dialing {
-            connect_timeout,
-            registry,
-            tls: OnceLock::new(),
-            srv: SrvResolvers {
-                system: dns,
-                resolvers: Mutex::default(),
-            },
-        });
-        let shared = PoolKey {
-            transport: Transport::Http1,
-            destination: None,
-        };
-        UpstreamClient {
-            http1: pooled_client(shared, dialing.clone()),
-            others: RwLock::default(),
-            dialing,
-        }
-    }
-
-    pub fn send(&self, endpoint: &Endpoint, request: Request<UpstreamBody>) -> ResponseFuture {
-        if authority_is_address(endpoint) {
-            return self.http1.request(request);
-        }
-        let key = PoolKey {
-            transport: endpoint.transport.clone(),
-            destination: Some(endpoint.destination.clone()),
-        };
-        self.pool_for(key).request(request)
-    }
-
-    fn pool_for(&self, key: PoolKey) -> PooledClient {
-        if let Some(client) = read(&self.others).get(&key) {
-            return client.clone();
-        }
-        write(&self.others)
-            .entry(key.clone())
-            .or_insert_with(|| pooled_client(key, self.dialing.clone()))
-            .clone()
-    }
-}
-
-fn pooled_client(key: PoolKey, dialing: Arc<Dialing>) -> PooledClient {
-    let http2_only = key.transport == Transport::H2c;
-    let connector = Connector {
-        key: Arc::new(key),
-        dialing,
-    };
-    Client::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .timer(TokioTimer::new())
-        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-        .http2_only(http2_only)
-        .build(connector)
-}
-
 /// The connect error behind a client error, if connecting is what failed.
 pub fn connect_error(error: &hyper_util::client::legacy::Error) -> Option<&ConnectError> {
     let mut source = std::error::Error::source(error);
@@ -353,8 +216,6 @@ pub fn connect_error(error: &hyper_util::client::legacy::Error) -> Option<&Conne
     }
     None
 }
-
-pub type UpstreamResponse = Response<Incoming>;
 
 #[cfg(test)]
 mod tests {

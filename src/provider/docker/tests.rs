@@ -11,7 +11,7 @@ use futures_util::future::BoxFuture;
 
 use super::*;
 use crate::labels::Health;
-use crate::resolve::{Dns, IpAnswer, LookupError, SrvAnswer};
+use crate::resolve::{Dns, IpAnswer, LookupError, NameResolver, SrvAnswer};
 use crate::routes::RouteMiss;
 
 /// A Docker engine in memory: what `inspect` answers, and events sent by the test.
@@ -98,22 +98,32 @@ impl Harness {
             containers: Mutex::new(containers.into_iter().map(|c| (c.id.clone(), c)).collect()),
             events: Mutex::new(Some(receiver)),
         });
-        let router = Arc::new(Router::default());
+        let registry = Arc::new(crate::upstream::EndpointRegistry::new());
+        let router = Arc::new(Router::new(registry, GRACE));
+        tokio::spawn({
+            let router = router.clone();
+            async move { router.expire_grace_periods().await }
+        });
         let settings = DockerSettings {
-            host: "unix:///fake.sock".to_owned(),
+            host: "unix:///fake.sock".parse().unwrap(),
             networks: vec!["net".to_owned()],
             label_prefix: "dockhand".to_owned(),
-            upstream_wait: GRACE,
             relist_interval: RELIST,
         };
         let dns = Arc::new(CountingDns::default());
-        let names = NameResolver::spawn(dns.clone(), router.watch_names(), router.clone());
+        let names = NameResolver::spawn(
+            dns.clone(),
+            router.watch_names(),
+            router.watch_moves(),
+            router.clone(),
+        );
         let mut changes = router.subscribe();
         let follow = tokio::spawn({
             let (docker, router) = (docker.clone(), router.clone());
             async move {
+                // Held for as long as the provider runs, as `run` holds it.
+                let _names = names;
                 let mut state = ProviderState::new(&settings);
-                state.names = Some(names);
                 follow(&docker, &settings, &mut state, &router).await
             }
         });
@@ -149,6 +159,15 @@ impl Harness {
 
     fn remove(&self, id: &str) {
         self.docker.containers.lock().unwrap().remove(id);
+    }
+
+    /// Makes Docker say `facts` of `id` (`None`: it is gone), then sends the event.
+    async fn replace(&self, id: &str, facts: Option<ContainerFacts>, action: EventAction) {
+        match facts {
+            Some(facts) => self.set(facts),
+            None => self.remove(id),
+        }
+        self.event(id, action).await;
     }
 
     /// Sends an event and waits until the provider has dealt with it.
@@ -274,17 +293,49 @@ async fn containers_that_move_have_upstream_names_resolved_again_at_once() {
 
     // Well before the 5 s refresh: each container that starts, dies, goes
     // or changes networks has the name asked again; a pause does not.
-    let moves = [
-        EventAction::Start,
-        EventAction::Die,
-        EventAction::Destroy,
-        EventAction::NetworkConnect,
-        EventAction::NetworkDisconnect,
-    ];
-    for (asked, action) in moves.into_iter().enumerate() {
-        harness.event("other", action).await;
-        assert_eq!(lookups(), asked + 2, "{action:?}");
-    }
-    harness.event("other", EventAction::Pause).await;
-    assert_eq!(lookups(), 6, "a pause moves nothing");
+    let mut other = web("other", "10.0.0.7");
+    other.labels.clear();
+    let mut asked = 1;
+    harness
+        .replace("other", Some(other.clone()), EventAction::Start)
+        .await;
+    asked += 1;
+    assert_eq!(lookups(), asked, "a start");
+    other
+        .networks
+        .insert("back".to_owned(), "10.1.0.7".parse().ok());
+    harness
+        .replace("other", Some(other.clone()), EventAction::NetworkConnect)
+        .await;
+    asked += 1;
+    assert_eq!(lookups(), asked, "a network connected");
+    other.networks.remove("back");
+    harness
+        .replace("other", Some(other.clone()), EventAction::NetworkDisconnect)
+        .await;
+    asked += 1;
+    assert_eq!(lookups(), asked, "a network disconnected");
+    let mut paused = other.clone();
+    paused.running = false;
+    harness
+        .replace("other", Some(paused), EventAction::Pause)
+        .await;
+    assert_eq!(lookups(), asked, "a pause moves nothing");
+    let mut stopped = other.clone();
+    stopped.running = false;
+    stopped
+        .networks
+        .values_mut()
+        .for_each(|address| *address = None);
+    harness
+        .replace("other", Some(stopped), EventAction::Die)
+        .await;
+    asked += 1;
+    assert_eq!(lookups(), asked, "a stop");
+    harness
+        .replace("other", Some(other), EventAction::Start)
+        .await;
+    harness.replace("other", None, EventAction::Destroy).await;
+    asked += 2;
+    assert_eq!(lookups(), asked, "a start, then a removal");
 }

@@ -1,6 +1,9 @@
-//! The grace period for locations whose last container went away: a recreate
-//! is usually seconds from bringing it back, so the location is kept, without
-//! upstreams (requests wait for one), for `--upstream-wait`, then removed.
+//! The grace period for locations whose upstreams move and went away (the
+//! last container of a location stopped or was removed): a recreate is
+//! usually seconds from bringing it back, so the location is kept, without
+//! upstreams (requests wait for one), for the period (`--upstream-wait`),
+//! then removed. Locations whose upstreams stay put (the routes file) go at
+//! once. One `Grace` per provider, kept by the router.
 
 use std::collections::BTreeMap;
 
@@ -33,7 +36,8 @@ impl Grace {
             .hosts
             .iter()
             .flat_map(|host| {
-                host.locations.iter().map(move |location| {
+                let moving = host.locations.iter().filter(|l| l.upstreams_move);
+                moving.map(move |location| {
                     let key = (host.pattern.clone(), location.prefix.clone());
                     (key, (host.clone(), location.clone()))
                 })
@@ -80,8 +84,15 @@ mod tests {
     use super::*;
     use crate::config::parse_routes_file;
 
+    /// As a provider of containers writes them: upstreams that move.
     fn hosts(json: &str) -> DesiredHosts {
-        parse_routes_file(json).unwrap()
+        let mut hosts = parse_routes_file(json).unwrap();
+        for host in &mut hosts.hosts {
+            for location in &mut host.locations {
+                location.upstreams_move = true;
+            }
+        }
+        hosts
     }
 
     fn shape(desired: &DesiredHosts) -> Vec<(String, String, usize)> {

@@ -5,12 +5,13 @@
 //! the fallback.
 
 /// Candidate ids or names of the container this process runs in, best first.
-pub fn own_container_candidates() -> Vec<String> {
+/// The files are read off the runtime's worker thread.
+pub async fn own_container_candidates() -> Vec<String> {
     let mut candidates = Vec::new();
-    if let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") {
+    if let Ok(mountinfo) = tokio::fs::read_to_string("/proc/self/mountinfo").await {
         candidates.extend(container_id_from_mountinfo(&mountinfo));
     }
-    if let Ok(hostname) = std::fs::read_to_string("/etc/hostname") {
+    if let Ok(hostname) = tokio::fs::read_to_string("/etc/hostname").await {
         let hostname = hostname.trim();
         if !hostname.is_empty() {
             candidates.push(hostname.to_owned());

@@ -1,0 +1,297 @@
+//! The command line: flags, each also read from `DOCKHAND_<FLAG>`, turned
+//! into `Settings`. Defaults come from `settings::defaults`, the one place
+//! they are written. Only the binary uses this module.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use ipnet::IpNet;
+
+use dockhand::config::parse_duration;
+use dockhand::settings::{defaults, DockerHost, DockerSettings, Settings};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+/// A Docker-label-driven edge reverse proxy.
+#[derive(Debug, Parser)]
+#[command(name = "dockhand", version, about)]
+pub struct Flags {
+    /// Address the HTTP listener binds.
+    #[arg(long, env = "DOCKHAND_HTTP_LISTEN", default_value = defaults::HTTP_LISTEN)]
+    pub http_listen: SocketAddr,
+
+    /// JSON routes file; reloaded on SIGHUP and when it changes.
+    #[arg(long, env = "DOCKHAND_ROUTES", value_name = "FILE")]
+    pub routes: Option<PathBuf>,
+
+    /// How often the routes file is checked for changes.
+    #[arg(long, env = "DOCKHAND_ROUTES_POLL_INTERVAL", default_value = defaults::ROUTES_POLL_INTERVAL, value_parser = parse_duration)]
+    pub routes_poll_interval: Duration,
+
+    /// Serve only the routes file, without Docker.
+    #[arg(long, env = "DOCKHAND_NO_DOCKER")]
+    pub no_docker: bool,
+
+    /// Docker engine to follow: unix:///PATH, tcp://HOST:PORT or a socket
+    /// path (default: DOCKER_HOST, else unix:///var/run/docker.sock).
+    #[arg(long, env = "DOCKHAND_DOCKER_HOST", value_name = "URL")]
+    pub docker_host: Option<DockerHost>,
+
+    /// Network to reach containers through, in preference order (repeatable;
+    /// default: the networks of dockhand's own container).
+    #[arg(
+        long = "network",
+        env = "DOCKHAND_NETWORK",
+        value_name = "NAME",
+        value_delimiter = ','
+    )]
+    pub networks: Vec<String>,
+
+    /// Prefix of the container labels dockhand reads.
+    #[arg(long, env = "DOCKHAND_LABEL_PREFIX", default_value = defaults::LABEL_PREFIX)]
+    pub label_prefix: String,
+
+    /// How long a request that finds no upstream waits for one to appear
+    /// before 503, and how long a location whose containers all went away is kept.
+    #[arg(long, env = "DOCKHAND_UPSTREAM_WAIT", default_value = defaults::UPSTREAM_WAIT, value_parser = parse_duration)]
+    pub upstream_wait: Duration,
+
+    /// Upper bound on opening one upstream connection.
+    #[arg(long, env = "DOCKHAND_CONNECT_TIMEOUT", default_value = defaults::CONNECT_TIMEOUT, value_parser = parse_duration)]
+    pub connect_timeout: Duration,
+
+    /// Upper bound until an upstream's response headers arrive.
+    #[arg(long, env = "DOCKHAND_UPSTREAM_TIMEOUT", default_value = defaults::UPSTREAM_TIMEOUT, value_parser = parse_duration)]
+    pub upstream_timeout: Duration,
+
+    /// How long in-flight requests may finish after SIGTERM or SIGINT.
+    #[arg(long, env = "DOCKHAND_SHUTDOWN_TIMEOUT", default_value = defaults::SHUTDOWN_TIMEOUT, value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+
+    /// How long a client may take to send a request head.
+    #[arg(long, env = "DOCKHAND_HEADER_READ_TIMEOUT", default_value = defaults::HEADER_READ_TIMEOUT, value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+
+    /// How often every container is listed again, besides Docker's events.
+    #[arg(long, env = "DOCKHAND_DOCKER_RELIST_INTERVAL", default_value = defaults::DOCKER_RELIST_INTERVAL, value_parser = parse_duration)]
+    pub docker_relist_interval: Duration,
+
+    /// The DNS server (`host:port`) upstream names are resolved with
+    /// (default: the system's resolver, from /etc/resolv.conf and /etc/hosts).
+    #[arg(long, env = "DOCKHAND_DNS_RESOLVER")]
+    pub dns_resolver: Option<SocketAddr>,
+
+    /// Peers (CIDRs or addresses, comma-separated) whose X-Forwarded-* headers are kept and extended.
+    #[arg(long, env = "DOCKHAND_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_network)]
+    pub trusted_proxies: Vec<IpNet>,
+
+    /// Worker threads serving requests, at least 1 (default: the number of CPUs).
+    #[arg(long, env = "DOCKHAND_WORKERS")]
+    pub workers: Option<NonZeroUsize>,
+
+    /// Log format (default: pretty on a terminal, else json).
+    #[arg(long, env = "DOCKHAND_LOG_FORMAT")]
+    pub log_format: Option<LogFormat>,
+
+    /// Log level or filter (`info`, `debug`, `dockhand=debug,hyper=info`).
+    #[arg(long, env = "DOCKHAND_LOG_LEVEL", default_value = defaults::LOG_LEVEL)]
+    pub log_level: String,
+}
+
+/// The shortest routes-file poll interval, so a typo can't make a busy loop.
+const MIN_ROUTES_POLL_INTERVAL: Duration = Duration::from_millis(10);
+
+impl Flags {
+    /// The settings these flags say; `docker_host_env` is `DOCKER_HOST`,
+    /// used when `--docker-host` is not given.
+    pub fn settings(&self, docker_host_env: Option<&str>) -> Result<Settings, clap::Error> {
+        let docker = match self.no_docker {
+            true => None,
+            false => Some(DockerSettings {
+                host: self.docker_host(docker_host_env)?,
+                networks: self.networks.clone(),
+                label_prefix: self.label_prefix.clone(),
+                relist_interval: self.docker_relist_interval,
+            }),
+        };
+        Ok(Settings {
+            docker,
+            routes_file: self.routes.clone(),
+            routes_poll_interval: self.routes_poll_interval.max(MIN_ROUTES_POLL_INTERVAL),
+            upstream_wait: self.upstream_wait,
+            connect_timeout: self.connect_timeout,
+            upstream_timeout: self.upstream_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+            header_read_timeout: self.header_read_timeout,
+            trusted_proxies: self.trusted_proxies.clone(),
+            dns_resolver: self.dns_resolver,
+        })
+    }
+
+    fn docker_host(&self, docker_host_env: Option<&str>) -> Result<DockerHost, clap::Error> {
+        if let Some(host) = &self.docker_host {
+            return Ok(host.clone());
+        }
+        let Some(text) = docker_host_env.filter(|text| !text.is_empty()) else {
+            return Ok(defaults::DOCKER_HOST
+                .parse()
+                .expect("the default Docker host parses"));
+        };
+        text.parse().map_err(|error| {
+            clap::Error::raw(
+                clap::error::ErrorKind::ValueValidation,
+                format!("DOCKER_HOST (read because --docker-host is not given): {error}\n"),
+            )
+        })
+    }
+}
+
+/// A CIDR (`10.0.0.0/8`) or a single address (`10.0.0.1`, taken as /32 or /128).
+fn parse_network(text: &str) -> Result<IpNet, String> {
+    let text = text.trim();
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is not a CIDR or an IP address"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> Result<Flags, clap::Error> {
+        Flags::try_parse_from(std::iter::once("dockhand").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn flags_without_arguments_give_the_default_settings() {
+        let flags = parse(&[]).unwrap();
+        assert_eq!(flags.settings(None).unwrap(), Settings::default());
+        assert_eq!(flags.http_listen.to_string(), defaults::HTTP_LISTEN);
+        assert_eq!(flags.log_level, defaults::LOG_LEVEL);
+    }
+
+    #[test]
+    fn parses_flags() {
+        let flags = parse(&[
+            "--upstream-timeout",
+            "500ms",
+            "--trusted-proxies",
+            "10.0.0.0/8,192.0.2.1",
+            "--no-docker",
+        ])
+        .unwrap();
+        assert_eq!(flags.upstream_timeout, Duration::from_millis(500));
+        assert_eq!(flags.trusted_proxies.len(), 2);
+        assert!(
+            flags.trusted_proxies[1].contains(&"192.0.2.1".parse::<std::net::IpAddr>().unwrap())
+        );
+        assert!(flags.no_docker);
+        assert!(parse(&["--connect-timeout", "ten"]).is_err());
+        assert!(parse(&["--trusted-proxies", "nope"]).is_err());
+    }
+
+    #[test]
+    fn zero_workers_is_refused() {
+        let error = parse(&["--workers", "0"]).unwrap_err().to_string();
+        assert!(error.contains("--workers"), "{error}");
+        assert_eq!(
+            parse(&["--workers", "1"]).unwrap().workers,
+            NonZeroUsize::new(1)
+        );
+    }
+
+    #[test]
+    fn a_docker_host_typo_is_an_error_naming_the_flag() {
+        let error = parse(&["--docker-host", "unix:/var/run/docker.sock"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--docker-host"), "{error}");
+        assert!(error.contains("unix:///PATH"), "{error}");
+        let flags = parse(&[]).unwrap();
+        let error = flags.settings(Some("tcp//docker:2375")).unwrap_err();
+        assert!(error.to_string().contains("DOCKER_HOST"), "{error}");
+        let from_env = flags.settings(Some("tcp://docker:2375")).unwrap();
+        assert_eq!(
+            from_env.docker.unwrap().host.to_string(),
+            "tcp://docker:2375"
+        );
+        let flag_wins = parse(&["--docker-host", "/run/docker.sock"]).unwrap();
+        assert_eq!(
+            flag_wins
+                .settings(Some("tcp://docker:2375"))
+                .unwrap()
+                .docker
+                .unwrap()
+                .host,
+            DockerHost::Unix("/run/docker.sock".into())
+        );
+    }
+
+    /// A value for each flag that takes one, different from its default.
+    fn example_value(flag: &str) -> &'static str {
+        match flag {
+            "http-listen" => "127.0.0.1:8080",
+            "routes" => "/etc/dockhand/routes.json",
+            "docker-host" => "tcp://docker-proxy:2375",
+            "network" => "front,back",
+            "label-prefix" => "edge",
+            "dns-resolver" => "127.0.0.1:5353",
+            "trusted-proxies" => "10.0.0.0/8",
+            "workers" => "3",
+            "log-format" => "json",
+            "log-level" => "debug",
+            "no-docker" => "true",
+            // Every other flag is a duration.
+            _ => "7s",
+        }
+    }
+
+    #[test]
+    fn every_flag_can_come_from_the_environment() {
+        let arguments: Vec<clap::Arg> = Flags::command()
+            .get_arguments()
+            .filter(|argument| argument.get_long().is_some())
+            .cloned()
+            .collect();
+        assert!(arguments.len() >= 17, "every flag is seen");
+        let mut command = Flags::command();
+        for argument in &arguments {
+            let long = argument.get_long().unwrap();
+            let variable = format!("DOCKHAND_{}", long.to_uppercase().replace('-', "_"));
+            assert_eq!(
+                argument.get_env().and_then(|env| env.to_str()),
+                Some(variable.as_str()),
+                "--{long} reads {variable}"
+            );
+            // Read from a variable of this test's own, so the other tests
+            // of this process keep seeing an empty DOCKHAND_* environment.
+            // clap reads a variable when it is named, so it is set first.
+            let own: &'static str = Box::leak(format!("DOCKHAND_TEST_{variable}").into_boxed_str());
+            std::env::set_var(own, example_value(long));
+            command = command.mut_arg(argument.get_id().clone(), |argument| argument.env(own));
+        }
+        let matches = command.try_get_matches_from(["dockhand"]).unwrap();
+        for argument in &arguments {
+            let id = argument.get_id().as_str();
+            assert_eq!(
+                matches.value_source(id),
+                Some(clap::parser::ValueSource::EnvVariable),
+                "--{id} was taken from its variable"
+            );
+        }
+        let flags = <Flags as clap::FromArgMatches>::from_arg_matches(&matches).unwrap();
+        assert_eq!(flags.http_listen, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(flags.networks, ["front", "back"]);
+        assert!(flags.no_docker);
+        assert_eq!(flags.upstream_wait, Duration::from_secs(7));
+        assert_eq!(flags.workers, NonZeroUsize::new(3));
+    }
+}

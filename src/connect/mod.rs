@@ -1,0 +1,15 @@
+//! Reaching upstreams: the pools of keep-alive connections (`pool`),
+//! opening one connection within the connect timeout (`dial`), dialing SRV
+//! owners through their cached answers (`srv`), upstream TLS as a client
+//! (`tls`; serving TLS to clients is not this module's), and the connection
+//! type the pools hold (`connection`). It decides nothing about which
+//! upstream a request goes to (`upstream`, `proxy` do).
+
+mod connection;
+mod dial;
+mod pool;
+mod srv;
+pub mod tls;
+
+pub use dial::{connect_error, connect_tcp, ConnectError, Connector};
+pub use pool::{authority_is_address, UpstreamClient, UpstreamResponse};

@@ -1,0 +1,115 @@
+//! The pooled upstream client: keep-alive connections per endpoint (address
+//! and transport: HTTP/1.1, h2c, or TLS with its server name and
+//! verification), reused across requests and across route-table changes.
+//! HTTP/1.1 in cleartext shares one pool for every address; the others have
+//! a pool per destination. Opening connections is `dial`'s.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::{Client, ResponseFuture};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use super::dial::{Connector, Dialing, PoolKey};
+use super::srv::SrvResolvers;
+use crate::resolve::Dns;
+use crate::sync::{read, write};
+use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
+
+/// How long an unused pooled connection is kept.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Whether requests to `endpoint` carry its address as their URI's
+/// authority (the shared HTTP/1.1 pool), or the host the upstream expects.
+pub fn authority_is_address(endpoint: &Endpoint) -> bool {
+    matches!(
+        (&endpoint.destination, &endpoint.transport),
+        (Destination::Address(_), Transport::Http1)
+    )
+}
+
+type PooledClient<B> = Client<Connector, B>;
+
+/// The shared HTTP/1.1 pool, and one pool per destination for the others.
+pub struct UpstreamClient<B> {
+    http1: PooledClient<B>,
+    /// Pools for the other transports, made when first used.
+    others: RwLock<HashMap<PoolKey, PooledClient<B>>>,
+    dialing: Arc<Dialing>,
+}
+
+impl<B> UpstreamClient<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    pub fn new(
+        connect_timeout: Duration,
+        registry: Arc<EndpointRegistry>,
+        dns: Arc<dyn Dns>,
+    ) -> UpstreamClient<B> {
+        let dialing = Arc::new(Dialing {
+            connect_timeout,
+            registry,
+            tls: OnceLock::new(),
+            srv: SrvResolvers {
+                system: dns,
+                resolvers: Mutex::default(),
+            },
+        });
+        let shared = PoolKey {
+            transport: Transport::Http1,
+            destination: None,
+        };
+        UpstreamClient {
+            http1: pooled_client(shared, dialing.clone()),
+            others: RwLock::default(),
+            dialing,
+        }
+    }
+
+    pub fn send(&self, endpoint: &Endpoint, request: Request<B>) -> ResponseFuture {
+        if authority_is_address(endpoint) {
+            return self.http1.request(request);
+        }
+        let key = PoolKey {
+            transport: endpoint.transport.clone(),
+            destination: Some(endpoint.destination.clone()),
+        };
+        self.pool_for(key).request(request)
+    }
+
+    fn pool_for(&self, key: PoolKey) -> PooledClient<B> {
+        if let Some(client) = read(&self.others).get(&key) {
+            return client.clone();
+        }
+        write(&self.others)
+            .entry(key.clone())
+            .or_insert_with(|| pooled_client(key, self.dialing.clone()))
+            .clone()
+    }
+}
+
+fn pooled_client<B>(key: PoolKey, dialing: Arc<Dialing>) -> PooledClient<B>
+where
+    B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let http2_only = key.transport == Transport::H2c;
+    let connector = Connector {
+        key: Arc::new(key),
+        dialing,
+    };
+    Client::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .timer(TokioTimer::new())
+        .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .http2_only(http2_only)
+        .build(connector)
+}
+
+pub type UpstreamResponse = Response<Incoming>;

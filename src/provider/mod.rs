@@ -1,0 +1,11 @@
+//! Providers: where desired hosts come from. Each follows its own input and
+//! publishes a `Desired` (hosts and diagnostics) to the router under its own
+//! id, whole, on every change; the router does the rest (merging, grace,
+//! conflicts). A provider's identity never changes request behaviour: what
+//! differs is data it sets on the locations (`upstreams_move`).
+//!
+//! - `file`: the JSON routes file, reloaded on change and on SIGHUP.
+//! - `docker`: containers' labels, followed through Docker's events.
+
+pub mod docker;
+pub mod file;
