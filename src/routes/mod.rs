@@ -108,13 +108,16 @@ impl Router {
         }
         let served = published.grace.apply(desired.hosts.clone(), Instant::now());
         published.desired = desired;
-        if published.served == served {
-            return false;
-        }
+        let changed = published.served != served;
         published.served = served;
-        self.watch_names_of(&inputs);
-        self.swap(&mut inputs);
-        true
+        if changed {
+            self.watch_names_of(&inputs);
+            self.swap(&mut inputs);
+        }
+        // A location can start its grace period without the table changing
+        // (its last container stopped, then was removed).
+        self.schedule_grace_expiry(&inputs);
+        changed
     }
 
     /// Takes the names' current addresses, and swaps in a new table if any
@@ -146,7 +149,22 @@ impl Router {
             self.watch_names_of(&inputs);
             self.swap(&mut inputs);
         }
+        self.schedule_grace_expiry(&inputs);
         changed
+    }
+
+    /// Tells `expire_grace_periods` when the next grace period ends.
+    fn schedule_grace_expiry(&self, inputs: &Inputs) {
+        let deadline = inputs
+            .providers
+            .values()
+            .filter_map(|published| published.grace.next_deadline())
+            .min();
+        self.grace_deadline.send_if_modified(|current| {
+            let changed = *current != deadline;
+            *current = deadline;
+            changed
+        });
     }
 
     /// Ends grace periods when they are due; runs for as long as the router.
@@ -188,16 +206,6 @@ impl Router {
             tracing::warn!(host = %conflict.host, served_by = %conflict.served_by, ignored = %conflict.ignored, "host defined by two providers; the first is served");
         }
         inputs.conflicts = conflicts;
-        let deadline = inputs
-            .providers
-            .values()
-            .filter_map(|published| published.grace.next_deadline())
-            .min();
-        self.grace_deadline.send_if_modified(|current| {
-            let changed = *current != deadline;
-            *current = deadline;
-            changed
-        });
         self.changes.send_modify(|version| *version += 1);
     }
 

@@ -221,6 +221,58 @@ async fn a_destroyed_last_container_is_kept_empty_for_the_grace_then_removed() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_stopped_container_keeps_its_host_without_upstreams_past_the_grace() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
+    let mut stopped = web("a", "10.0.0.2");
+    stopped.running = false;
+    stopped
+        .networks
+        .values_mut()
+        .for_each(|address| *address = None);
+    harness.replace("a", Some(stopped), EventAction::Die).await;
+    assert_eq!(harness.upstreams(), Ok(vec![]), "known, nothing serves it");
+    tokio::time::sleep(GRACE * 2).await;
+    assert_eq!(
+        harness.upstreams(),
+        Ok(vec![]),
+        "still known: the container still exists (503, not 404)"
+    );
+    harness.replace("a", None, EventAction::Destroy).await;
+    tokio::time::sleep(GRACE + Duration::from_millis(100)).await;
+    assert_eq!(harness.upstreams(), Err(RouteMiss::NoHost), "removed: 404");
+}
+
+#[tokio::test(start_paused = true)]
+async fn label_problems_are_held_by_the_router_until_fixed() {
+    let mut typo = web("b", "10.0.0.3");
+    typo.labels
+        .insert("dockhand.prot".to_owned(), "8080".to_owned());
+    let harness = Harness::start(vec![web("a", "10.0.0.2"), typo.clone()]).await;
+    let diagnostics = harness.router.diagnostics();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let (provider, diagnostic) = &diagnostics[0];
+    assert_eq!(*provider, ProviderId::Docker);
+    assert_eq!(diagnostic.key, "dockhand.prot");
+    assert!(
+        matches!(&diagnostic.origin, crate::config::Origin::Container { name, id } if name == "web-b" && id == "b"),
+        "{diagnostic:?}"
+    );
+    assert!(
+        diagnostic.reason.contains("dockhand.port"),
+        "{diagnostic:?}"
+    );
+    assert_eq!(
+        harness.upstreams().unwrap().len(),
+        2,
+        "a warning: still served"
+    );
+
+    typo.labels.remove("dockhand.prot");
+    harness.replace("b", Some(typo), EventAction::Start).await;
+    assert_eq!(harness.router.diagnostics(), []);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_recreate_within_the_grace_is_followed_to_the_new_address() {
     let harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
     harness.remove("a");
