@@ -1,9 +1,9 @@
 //! What dockhand knows about one endpoint across route-table rebuilds: whether
 //! it is healthy, and how many requests it has in flight. Health comes from
-//! active checks (a TCP connection every interval, run by one background
-//! service over the registry: `run_checks`) and from failed connects seen by
-//! requests; two failures in a row make an endpoint unhealthy, one success
-//! makes it healthy again. Choosing among endpoints is `balance`'s.
+//! active checks (a TCP connection every interval, run by the `checks`
+//! service) and from failed connects seen by requests (passive health); two
+//! failures in a row make an endpoint unhealthy, one success makes it healthy
+//! again. Choosing among endpoints is `balance`'s.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
@@ -11,10 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
-use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::time::Instant;
 
-use super::registry::{AddressLease, EndpointRegistry};
+use super::lease::AddressLease;
 use crate::sync::lock;
 
 /// Failures in a row that take an endpoint out of rotation.
@@ -67,12 +66,12 @@ impl EndpointState {
 
     /// When this endpoint is checked next; `None` when it is not checked or
     /// a check is running.
-    fn next_check(&self) -> Option<Instant> {
+    pub(super) fn next_check(&self) -> Option<Instant> {
         self.check.as_ref().and_then(|check| *lock(&check.next))
     }
 
     /// The address to check now, if a check is due: it is then marked as running.
-    fn start_check_if_due(&self, now: Instant) -> Option<SocketAddr> {
+    pub(super) fn start_check_if_due(&self, now: Instant) -> Option<SocketAddr> {
         let check = self.check.as_ref()?;
         let mut next = lock(&check.next);
         match *next {
@@ -84,7 +83,7 @@ impl EndpointState {
         }
     }
 
-    fn finish_check(&self, reachable: bool) {
+    pub(super) fn finish_check(&self, reachable: bool) {
         self.record(reachable);
         if let Some(check) = &self.check {
             *lock(&check.next) = Some(Instant::now() + check.interval);
@@ -150,51 +149,9 @@ pub fn tcp_probe(timeout: Duration) -> Probe {
     })
 }
 
-/// The health-check service: checks every checked endpoint of `registry`
-/// every interval, for as long as some route table uses it. One task for
-/// all of them; building a table starts nothing.
-pub async fn run_checks(registry: Arc<EndpointRegistry>, probe: Probe) {
-    let mut running = FuturesUnordered::new();
-    loop {
-        let now = Instant::now();
-        let mut next_due: Option<Instant> = None;
-        for state in registry.checked_states() {
-            if let Some(address) = state.start_check_if_due(now) {
-                let check = probe(address);
-                running.push(async move {
-                    let reachable = check.await;
-                    state.finish_check(reachable);
-                });
-            } else if let Some(due) = state.next_check() {
-                next_due = Some(next_due.map_or(due, |next| next.min(due)));
-            }
-        }
-        tokio::select! {
-            Some(()) = running.next(), if !running.is_empty() => {}
-            () = sleep_until_some(next_due) => {}
-            () = registry.checks_changed() => {}
-        }
-    }
-}
-
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn scripted_probe(answers: Arc<Mutex<bool>>, calls: Arc<AtomicUsize>) -> Probe {
-        Arc::new(move |_| {
-            let reachable = *answers.lock().unwrap();
-            calls.fetch_add(1, Ordering::Relaxed);
-            Box::pin(async move { reachable })
-        })
-    }
 
     fn checked() -> Option<Check> {
         Some(Check::new(
@@ -236,41 +193,5 @@ mod tests {
         assert_eq!(state.in_flight(), 1);
         drop(second);
         assert_eq!(state.in_flight(), 0);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn checks_run_every_interval_and_stop_with_the_state() {
-        let reachable = Arc::new(Mutex::new(true));
-        let calls = Arc::new(AtomicUsize::new(0));
-        let registry = Arc::new(EndpointRegistry::new());
-        let probe = scripted_probe(reachable.clone(), calls.clone());
-        tokio::spawn(run_checks(registry.clone(), probe));
-        let destination = super::super::Destination::Address("10.0.0.1:80".parse().unwrap());
-        let transport = super::super::Transport::Http1;
-        let state = registry.state(&destination, &transport, Some(Duration::from_secs(15)));
-
-        tokio::time::sleep(Duration::from_millis(14_900)).await;
-        assert_eq!(
-            calls.load(Ordering::Relaxed),
-            0,
-            "no check before the interval"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(calls.load(Ordering::Relaxed), 1);
-
-        *reachable.lock().unwrap() = false;
-        tokio::time::sleep(Duration::from_secs(15)).await;
-        assert!(state.is_healthy(), "one failed check");
-        tokio::time::sleep(Duration::from_secs(15)).await;
-        assert!(!state.is_healthy(), "two failed checks in a row");
-        *reachable.lock().unwrap() = true;
-        tokio::time::sleep(Duration::from_secs(15)).await;
-        assert!(state.is_healthy(), "one good check");
-        assert_eq!(calls.load(Ordering::Relaxed), 4);
-
-        drop(state);
-        registry.sweep();
-        tokio::time::sleep(Duration::from_secs(60)).await;
-        assert_eq!(calls.load(Ordering::Relaxed), 4, "no checks once unused");
     }
 }

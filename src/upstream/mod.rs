@@ -6,12 +6,15 @@
 //! handed them.
 
 mod balance;
+mod checks;
 mod endpoint;
 mod health;
+mod lease;
 mod registry;
 
+pub use checks::run_checks;
 pub use endpoint::{Destination, Endpoint, TlsTarget, Transport};
-pub use health::{run_checks, tcp_probe, Check, EndpointState, InFlight, Probe};
+pub use health::{tcp_probe, Check, EndpointState, InFlight, Probe};
 pub use registry::EndpointRegistry;
 
 use std::collections::HashMap;

@@ -15,20 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::endpoint::{Destination, Transport};
 use super::health::{Check, EndpointState};
+use super::lease::AddressLease;
 use crate::sync::lock;
-
-/// Held by every endpoint state for an address; the address is retired when
-/// the last one goes.
-#[derive(Debug)]
-pub struct AddressLease {
-    retired: CancellationToken,
-}
-
-impl Drop for AddressLease {
-    fn drop(&mut self) {
-        self.retired.cancel();
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct StateKey {
@@ -110,9 +98,7 @@ impl EndpointRegistry {
         if let Some(lease) = leases.get(&key).and_then(Weak::upgrade) {
             return lease;
         }
-        let lease = Arc::new(AddressLease {
-            retired: CancellationToken::new(),
-        });
+        let lease = Arc::new(AddressLease::new());
         leases.insert(key, Arc::downgrade(&lease));
         lease
     }
@@ -127,7 +113,7 @@ impl EndpointRegistry {
         lock(&self.leases)
             .get(&(transport.clone(), address))
             .and_then(Weak::upgrade)
-            .map(|lease| lease.retired.clone())
+            .map(|lease| lease.retirement())
     }
 
     /// Forgets the entries of endpoints no table uses any more.
