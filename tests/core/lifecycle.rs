@@ -161,7 +161,7 @@ async fn without_docker_the_routes_file_is_served_and_docker_is_retried() {
 }
 
 #[tokio::test]
-async fn every_flag_can_come_from_the_environment() {
+async fn the_binary_takes_its_settings_from_the_environment() {
     let backend = Backend::echo("a").await;
     let dir = tempfile::tempdir().unwrap();
     let routes = dir.path().join("routes.json");
@@ -182,4 +182,53 @@ async fn every_flag_can_come_from_the_environment() {
     assert_eq!(get(addr, "example.com", "/").await.header("x-backend"), "a");
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Runs the binary to its end with `args` and a port held by this test, and
+/// returns its exit status and everything it wrote.
+fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_dockhand"))
+        .args(["--http-listen", &held.local_addr().unwrap().to_string()])
+        .args(["--log-format", "json"])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout).into_owned()
+        + &String::from_utf8_lossy(&output.stderr);
+    (output.status, text)
+}
+
+#[test]
+fn a_bad_configuration_stops_the_binary_before_any_port_is_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_routes = dir.path().join("routes.json");
+    std::fs::write(
+        &bad_routes,
+        r#"{"host": {"a.com": {"location": {"/": {"upstraem": {}}}}}}"#,
+    )
+    .unwrap();
+    let bad_routes = bad_routes.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["--no-docker", "--routes", bad_routes], "upstraem"),
+        (&["--no-docker"], "nothing would be served"),
+        (&["--workers", "0", "--routes", bad_routes], "--workers"),
+        (
+            &["--docker-host", "unix:/var/run/docker.sock"],
+            "--docker-host",
+        ),
+    ];
+    for (args, expected) in cases {
+        // The port is held, so a binary that tried to bind it would say so.
+        let (status, output) = run_to_exit(args);
+        assert!(!status.success(), "{args:?}: {output}");
+        assert!(
+            output.contains(expected),
+            "{args:?} names the problem: {output}"
+        );
+        assert!(
+            !output.contains("listen"),
+            "{args:?} stops before binding: {output}"
+        );
+    }
 }
