@@ -63,7 +63,9 @@ pub struct Listeners {
 }
 
 /// Checks the configuration without serving: the settings, and the routes
-/// file when there is one. The binary calls it before binding any port.
+/// file when there is one. The binary calls it before binding any port. DNS
+/// servers written as names are not looked up: one that does not resolve
+/// is served as a diagnostic (DNS may be briefly down), not refused.
 pub async fn check(settings: &Settings) -> Result<(), Error> {
     settings.validate()?;
     if let Some(path) = &settings.routes_file {
@@ -83,12 +85,12 @@ pub async fn run(
     settings.validate()?;
     let registry = Arc::new(EndpointRegistry::new());
     let router = Arc::new(Router::new(registry.clone(), settings.upstream_wait));
+    let dns = name_server(&settings);
     let mut background = Vec::new();
     if let Some(path) = &settings.routes_file {
-        let provider = FileProvider::start(path.clone(), router.clone()).await?;
+        let provider = FileProvider::start(path.clone(), router.clone(), dns.clone()).await?;
         background.push(tokio::spawn(provider.watch(settings.routes_poll_interval)));
     }
-    let dns = name_server(&settings);
     let names = NameResolver::spawn(
         dns.clone(),
         router.watch_names(),
@@ -107,6 +109,7 @@ pub async fn run(
         background.push(tokio::spawn(provider::docker::run_provider(
             docker,
             router.clone(),
+            dns.clone(),
         )));
     }
     let state = Arc::new(ProxyState {
@@ -131,9 +134,10 @@ pub async fn run(
     Ok(())
 }
 
-/// The DNS server upstream names are resolved with: `--dns-resolver`, else
-/// the system's. Without a usable system configuration, names stay
-/// unresolved (their locations answer 503) and the rest is served.
+/// The DNS server upstream names, and DNS servers written as names, are
+/// resolved with: `--dns-resolver`, else the system's. Without a usable
+/// system configuration, names stay unresolved (their locations answer 503)
+/// and the rest is served.
 fn name_server(settings: &Settings) -> Arc<dyn Dns> {
     match settings.dns_resolver {
         Some(server) => Arc::new(HickoryDns::with_server(server)),

@@ -55,6 +55,10 @@ impl KeyPath {
         self.join(&format!("{key:?}"))
     }
 
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
     fn join(&self, segment: &str) -> KeyPath {
         if self.0.is_empty() {
             KeyPath(segment.to_owned())

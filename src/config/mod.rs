@@ -1,10 +1,13 @@
 //! The configuration model: what a provider (the routes file, Docker labels)
 //! says the proxy should serve, as typed data with no strings left to
 //! interpret, and what it found wrong on the way (diagnostics). It owns the
-//! model types, the routes-file parser and its validators; it imports nothing
-//! else of dockhand's, and does not build routing structures (see `routes`).
+//! model types, the routes-file parser and its validators, and the step that
+//! puts the addresses a provider looked up in place of DNS server names
+//! (`dns_servers`); it imports nothing else of dockhand's, does no I/O, and
+//! does not build routing structures (see `routes`).
 
 mod diagnostic;
+mod dns_servers;
 mod durations;
 mod json_reader;
 mod model;
@@ -12,10 +15,11 @@ mod routes_file;
 pub mod values;
 
 pub use diagnostic::{Diagnostic, Findings, Origin, Severity};
+pub use dns_servers::{DnsServerAddresses, NamedDnsServer};
 pub use durations::parse_duration;
 pub use json_reader::{ConfigError, ConfigErrors};
 pub use model::*;
-pub use routes_file::parse_routes_file;
+pub use routes_file::{dns_server_names, parse_routes_file};
 
 use std::fmt;
 

@@ -165,12 +165,33 @@ pub enum Protocol {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct SrvResolution {
-    /// `host:port` of the DNS server to ask; `None` means the system resolver.
-    pub resolver: Option<(String, u16)>,
+    /// The DNS server to ask; `None`: the one upstream names are resolved with.
+    pub resolver: Option<DnsServer>,
     pub min_ttl: Duration,
     pub max_ttl: Duration,
     pub negative_ttl: Duration,
     pub tls_server_name: TlsServerName,
+}
+
+/// The DNS server an SRV owner is asked of (`resolution.resolver`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum DnsServer {
+    /// Written as an address, or the address its provider found for a name.
+    Address(SocketAddr),
+    /// Written as `name:port`. The model does no I/O, so the provider looks
+    /// the name up when it loads its routes and puts the address in its
+    /// place, or leaves the upstream out (`DnsServerAddresses::settle`):
+    /// connecting never waits on this lookup.
+    Name { host: String, port: u16 },
+}
+
+impl fmt::Display for DnsServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DnsServer::Address(address) => write!(f, "{address}"),
+            DnsServer::Name { host, port } => write!(f, "{host}:{port}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -1,10 +1,14 @@
 //! The routes file: JSON in the shape of MODEL.md, read into `DesiredHosts`.
 //! Every problem is reported with its key path; nothing half-read is returned.
+//! DNS servers written as names stay names; `dns_server_names` lists them
+//! with their key paths, for the provider to look up when it loads.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
+use super::diagnostic::Origin;
+use super::dns_servers::NamedDnsServer;
 use super::durations::parse_duration;
 use super::json_reader::{ConfigError, ConfigErrors, KeyPath, Object, Problems};
 use super::model::*;
@@ -21,6 +25,38 @@ pub fn parse_routes_file(text: &str) -> Result<DesiredHosts, ConfigErrors> {
     let mut problems = Problems::default();
     let hosts = read_document(&document, &mut problems);
     problems.into_result(DesiredHosts { hosts })
+}
+
+/// The DNS servers written as names in a routes file's `hosts`, each with
+/// the key path of its `resolver` (host names as matched: lower case).
+pub fn dns_server_names(hosts: &DesiredHosts, origin: &Origin) -> Vec<NamedDnsServer> {
+    let mut named = Vec::new();
+    for host in &hosts.hosts {
+        let host_path = KeyPath::default()
+            .field("host")
+            .user_key(&host.pattern.to_string());
+        for location in &host.locations {
+            let upstreams_path = host_path
+                .field("location")
+                .user_key(&location.prefix)
+                .field("upstream");
+            for upstream in &location.upstreams {
+                let Some(name) = upstream.target.dns_server_name() else {
+                    continue;
+                };
+                let key = upstreams_path
+                    .user_key(&upstream.target.to_string())
+                    .field("resolution")
+                    .field("resolver");
+                named.push(NamedDnsServer {
+                    origin: origin.clone(),
+                    key: key.as_str().to_owned(),
+                    name: name.to_owned(),
+                });
+            }
+        }
+    }
+    named
 }
 
 fn read_document(document: &Value, problems: &mut Problems) -> Vec<HostConfig> {
@@ -374,13 +410,53 @@ mod tests {
             UpstreamTarget::Srv {
                 owner: "_app._tcp.example.internal".into(),
                 resolution: SrvResolution {
-                    resolver: Some(("127.0.0.1".into(), 5353)),
+                    resolver: Some(DnsServer::Address("127.0.0.1:5353".parse().unwrap())),
                     min_ttl: Duration::from_secs(1),
                     max_ttl: Duration::from_secs(120),
                     negative_ttl: Duration::from_secs(3),
                     tls_server_name: TlsServerName::Target,
                 },
             }
+        );
+    }
+
+    #[test]
+    fn a_resolver_written_as_a_name_is_kept_as_written_with_its_key_path() {
+        let file = r#"{ "host": { "A.com": { "location": { "/srv": { "upstream": {
+            "_app._tcp.x": { "resolution": { "mode": "srv", "resolver": "NS.x:5353" } },
+            "_b._tcp.x": { "resolution": { "mode": "srv", "resolver": "[::1]:53" } },
+            "_c._tcp.x": { "resolution": { "mode": "srv" } } } } } } } }"#;
+        let hosts = parse_routes_file(file).unwrap();
+        let resolvers: Vec<Option<DnsServer>> = hosts.hosts[0].locations[0]
+            .upstreams
+            .iter()
+            .map(|upstream| match &upstream.target {
+                UpstreamTarget::Srv { resolution, .. } => resolution.resolver.clone(),
+                other => panic!("not srv: {other}"),
+            })
+            .collect();
+        assert_eq!(
+            resolvers,
+            [
+                Some(DnsServer::Name {
+                    host: "ns.x".into(),
+                    port: 5353
+                }),
+                Some(DnsServer::Address("[::1]:53".parse().unwrap())),
+                None,
+            ]
+        );
+        let origin = Origin::RoutesFile {
+            path: "routes.json".into(),
+        };
+        assert_eq!(
+            dns_server_names(&hosts, &origin),
+            [NamedDnsServer {
+                origin: origin.clone(),
+                key: r#"host."a.com".location."/srv".upstream."_app._tcp.x".resolution.resolver"#
+                    .into(),
+                name: "ns.x".into(),
+            }]
         );
     }
 

@@ -11,7 +11,8 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::model::{
-    HostPattern, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName, UpstreamTarget,
+    DnsServer, HostPattern, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName,
+    UpstreamTarget,
 };
 
 pub use super::json_reader::closest;
@@ -304,10 +305,10 @@ pub fn srv_owner(text: &str) -> Result<String, String> {
 }
 
 /// `resolution.resolver`: the `host:port` of a DNS server.
-pub fn resolver(text: &str) -> Result<(String, u16), String> {
+pub fn resolver(text: &str) -> Result<DnsServer, String> {
     match host_port(text) {
-        Ok(HostPort::Address(address)) => Ok((address.ip().to_string(), address.port())),
-        Ok(HostPort::Name { host, port }) => Ok((host, port)),
+        Ok(HostPort::Address(address)) => Ok(DnsServer::Address(address)),
+        Ok(HostPort::Name { host, port }) => Ok(DnsServer::Name { host, port }),
         Err(reason) => Err(format!("a resolver is host:port: {reason}")),
     }
 }

@@ -9,6 +9,10 @@
 //! - `route`: one route's values, validated with `config::values`.
 //! - `network`, `port`: the address and port a container is reached at.
 //! - `merge`: replicas into locations, conflicts between them.
+//!
+//! DNS servers written as names (`resolution.resolver`) stay names here;
+//! `dns_server_names` lists them with their labels, for the provider to look
+//! up before it publishes.
 
 mod facts;
 mod keys;
@@ -22,7 +26,8 @@ pub use facts::{ContainerFacts, Health, ProxyFacts};
 use std::net::SocketAddr;
 
 use crate::config::{
-    values, DesiredHosts, Diagnostic, Findings, Origin, UpstreamConfig, UpstreamTarget,
+    values, DesiredHosts, Diagnostic, Findings, NamedDnsServer, Origin, UpstreamConfig,
+    UpstreamTarget,
 };
 
 use merge::Locations;
@@ -47,11 +52,7 @@ pub fn build_hosts(
     let mut diagnostics = Vec::new();
     let mut locations = Locations::default();
     for container in in_order {
-        let origin = Origin::Container {
-            name: container.name.clone(),
-            id: container.id.clone(),
-        };
-        let mut findings = Findings::new(origin, &mut diagnostics);
+        let mut findings = Findings::new(origin_of(container), &mut diagnostics);
         let routes = read_routes(container, &context.label_prefix, &mut findings);
         for route in &routes {
             let upstreams = match container.takes_requests() {
@@ -64,6 +65,44 @@ pub fn build_hosts(
     // Stable, so problems of one label keep the order they were found in.
     diagnostics.sort_by(|a, b| (&a.origin, &a.key).cmp(&(&b.origin, &b.key)));
     (locations.into_desired_hosts(), diagnostics)
+}
+
+/// The DNS servers written as names in the routes that bring upstreams
+/// (those of containers that take requests), each with its container and
+/// label. Every route's upstreams share one resolution, so one per route.
+pub fn dns_server_names(
+    containers: &[ContainerFacts],
+    context: &ProxyFacts,
+) -> Vec<NamedDnsServer> {
+    let mut named = Vec::new();
+    // `build_hosts` reports the labels' problems; here they are read for names only.
+    let mut reported_elsewhere = Vec::new();
+    for container in containers.iter().filter(|c| c.takes_requests()) {
+        let origin = origin_of(container);
+        let mut findings = Findings::new(origin.clone(), &mut reported_elsewhere);
+        for route in read_routes(container, &context.label_prefix, &mut findings) {
+            let name = route
+                .upstream_override
+                .iter()
+                .flatten()
+                .find_map(UpstreamTarget::dns_server_name);
+            if let Some(name) = name {
+                named.push(NamedDnsServer {
+                    origin: origin.clone(),
+                    key: route.label("resolution.resolver"),
+                    name: name.to_owned(),
+                });
+            }
+        }
+    }
+    named
+}
+
+fn origin_of(container: &ContainerFacts) -> Origin {
+    Origin::Container {
+        name: container.name.clone(),
+        id: container.id.clone(),
+    }
 }
 
 /// The valid routes of one container; none when it is turned off.

@@ -2,17 +2,24 @@
 //! start), then re-reads it on SIGHUP and when its contents change (polled).
 //! A change that fails to load keeps the hosts being served and is published
 //! as a diagnostic until a good version replaces it. The file is read off the
-//! runtime's worker thread.
+//! runtime's worker thread. DNS servers the file names are looked up at each
+//! load (`dns_servers`); one that does not resolve, at start as later, is a
+//! diagnostic and empties only the locations that ask it (DNS may be briefly
+//! down), and it is looked up again at the polls until it resolves.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::time::Instant;
 
+use super::dns_servers::{self, RETRY_INTERVAL};
 use crate::config::{
-    parse_routes_file, ConfigErrors, Desired, Diagnostic, Findings, Origin, ProviderId,
+    dns_server_names, parse_routes_file, ConfigErrors, Desired, DesiredHosts, Diagnostic, Findings,
+    Origin, ProviderId,
 };
+use crate::resolve::Dns;
 use crate::routes::Router;
 
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +33,9 @@ pub enum RoutesFileError {
     Invalid { path: PathBuf, errors: ConfigErrors },
 }
 
-/// Reads and checks the routes file: what it serves, or why it can't be loaded.
-pub async fn load(path: &Path) -> Result<Desired, RoutesFileError> {
+/// Reads and checks the routes file: the hosts it describes (DNS server
+/// names not yet looked up), or why it can't be loaded.
+pub async fn load(path: &Path) -> Result<DesiredHosts, RoutesFileError> {
     let text = read(path).await?;
     parse(path, &text)
 }
@@ -35,27 +43,40 @@ pub async fn load(path: &Path) -> Result<Desired, RoutesFileError> {
 pub struct FileProvider {
     path: PathBuf,
     router: Arc<Router>,
+    /// Asked for the addresses of DNS servers written as names.
+    dns: Arc<dyn Dns>,
     /// The contents last looked at, good or bad, so each version is read once.
     last_seen: String,
-    /// The last version that loaded: served while a bad one is diagnosed.
-    last_good: Desired,
+    /// The last version that loaded, DNS server names as written: served
+    /// while a bad one is diagnosed.
+    last_good: DesiredHosts,
+    /// Why the contents last looked at did not load, if they did not.
+    load_problems: Vec<Diagnostic>,
+    /// When to look up again a DNS server name that had no address.
+    dns_server_retry: Option<Instant>,
 }
 
 impl FileProvider {
     /// Loads and publishes the file, or fails without publishing anything.
+    /// A DNS server name that does not resolve does not fail the start.
     pub async fn start(
         path: PathBuf,
         router: Arc<Router>,
+        dns: Arc<dyn Dns>,
     ) -> Result<FileProvider, RoutesFileError> {
         let text = read(&path).await?;
-        let desired = parse(&path, &text)?;
-        router.publish(ProviderId::File, desired.clone());
-        Ok(FileProvider {
+        let hosts = parse(&path, &text)?;
+        let mut provider = FileProvider {
             path,
             router,
+            dns,
             last_seen: text,
-            last_good: desired,
-        })
+            last_good: hosts,
+            load_problems: Vec::new(),
+            dns_server_retry: None,
+        };
+        provider.publish().await;
+        Ok(provider)
     }
 
     /// Re-reads the file every `poll_interval`, and at once on SIGHUP.
@@ -81,40 +102,63 @@ impl FileProvider {
         }
     }
 
-    /// Reloads when the contents changed, or always when `forced`.
+    /// Reloads when the contents changed, or always when `forced`; else
+    /// looks up again, when due, a DNS server name that had no address.
     async fn check(&mut self, forced: bool) {
-        let loaded = match read(&self.path).await {
-            Ok(text) if text == self.last_seen && !forced => return,
+        match self.read_change(forced).await {
+            Some(Ok(hosts)) => {
+                let count = hosts.hosts.len();
+                self.last_good = hosts;
+                self.load_problems.clear();
+                self.publish().await;
+                tracing::info!(path = %self.path.display(), hosts = count, "routes file reloaded");
+            }
+            Some(Err(error)) => {
+                self.load_problems = diagnose(&self.path, &error);
+                self.publish().await;
+            }
+            None if self.dns_server_retry.is_some_and(|at| Instant::now() >= at) => {
+                self.publish().await;
+            }
+            None => {}
+        }
+    }
+
+    /// The version to load now, if there is one to load: `None` when the
+    /// contents did not change (or failed to read again) and nothing forces it.
+    async fn read_change(&mut self, forced: bool) -> Option<Result<DesiredHosts, RoutesFileError>> {
+        match read(&self.path).await {
+            Ok(text) if text == self.last_seen && !forced => None,
             Ok(text) => {
                 let loaded = parse(&self.path, &text);
                 self.last_seen = text;
-                loaded
+                Some(loaded)
             }
+            // Already diagnosed; a poll doesn't repeat it.
+            Err(_) if !forced && self.last_seen.is_empty() => None,
             Err(error) => {
-                if !forced && self.last_seen.is_empty() {
-                    // Already diagnosed; a poll doesn't repeat it.
-                    return;
-                }
                 // Remembered as empty, so the same failure is reported once.
                 self.last_seen.clear();
-                Err(error)
-            }
-        };
-        match loaded {
-            Ok(desired) => {
-                let hosts = desired.hosts.hosts.len();
-                self.last_good = desired.clone();
-                self.router.publish(ProviderId::File, desired);
-                tracing::info!(path = %self.path.display(), hosts, "routes file reloaded");
-            }
-            Err(error) => {
-                let desired = Desired {
-                    diagnostics: diagnose(&self.path, &error),
-                    ..self.last_good.clone()
-                };
-                self.router.publish(ProviderId::File, desired);
+                Some(Err(error))
             }
         }
+    }
+
+    /// Publishes the last good version, with its DNS server names looked up
+    /// now, and every current problem.
+    async fn publish(&mut self) {
+        let mut desired = Desired {
+            hosts: self.last_good.clone(),
+            diagnostics: self.load_problems.clone(),
+            ..Desired::default()
+        };
+        let origin = Origin::RoutesFile {
+            path: self.path.clone(),
+        };
+        let named = dns_server_names(&desired.hosts, &origin);
+        let resolved = dns_servers::settle(&*self.dns, &named, &mut desired).await;
+        self.dns_server_retry = (!resolved).then(|| Instant::now() + RETRY_INTERVAL);
+        self.router.publish(ProviderId::File, desired);
     }
 }
 
@@ -148,14 +192,128 @@ async fn read(path: &Path) -> Result<String, RoutesFileError> {
         })
 }
 
-fn parse(path: &Path, text: &str) -> Result<Desired, RoutesFileError> {
-    parse_routes_file(text)
-        .map(|hosts| Desired {
-            hosts,
-            ..Desired::default()
-        })
-        .map_err(|errors| RoutesFileError::Invalid {
-            path: path.to_owned(),
-            errors,
-        })
+fn parse(path: &Path, text: &str) -> Result<DesiredHosts, RoutesFileError> {
+    parse_routes_file(text).map_err(|errors| RoutesFileError::Invalid {
+        path: path.to_owned(),
+        errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resolve::srv::fake_dns::{ip_answer, FakeDns};
+    use crate::upstream::EndpointRegistry;
+
+    const ROUTES: &str = r#"{ "host": { "a.com": { "location": {
+        "/srv": { "upstream": { "_app._tcp.example.test": {
+            "resolution": { "mode": "srv", "resolver": "ns.example.test:5353" } } } },
+        "/plain": { "upstream": { "10.0.0.1:80": {} } } } } } }"#;
+
+    struct Loaded {
+        provider: FileProvider,
+        router: Arc<Router>,
+        dns: Arc<FakeDns>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// The provider started on `ROUTES`, its DNS not knowing the name yet.
+    async fn start() -> Loaded {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("routes.json");
+        std::fs::write(&path, ROUTES).unwrap();
+        let router = Arc::new(Router::new(
+            Arc::new(EndpointRegistry::new()),
+            Duration::from_secs(5),
+        ));
+        let dns = Arc::new(FakeDns::default());
+        let provider = FileProvider::start(path, router.clone(), dns.clone())
+            .await
+            .expect("a name that does not resolve does not fail the start");
+        Loaded {
+            provider,
+            router,
+            dns,
+            _dir: dir,
+        }
+    }
+
+    impl Loaded {
+        fn upstream_count(&self, prefix: &str) -> usize {
+            let table = self.router.current();
+            let location = table.find("a.com", prefix).unwrap();
+            location.upstreams.endpoints().len()
+        }
+
+        fn diagnostics(&self) -> Vec<String> {
+            let diagnostics = self.router.diagnostics().into_iter();
+            diagnostics
+                .map(|(_, d)| format!("{}: {}", d.key, d.reason))
+                .collect()
+        }
+
+        fn lookups(&self) -> usize {
+            self.dns.ip_calls("ns.example.test")
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_resolver_name_without_an_address_is_served_as_a_diagnostic_and_tried_again() {
+        let mut loaded = start().await;
+        assert_eq!(
+            loaded.upstream_count("/srv"),
+            0,
+            "503, not a lookup at connect"
+        );
+        assert_eq!(loaded.upstream_count("/plain"), 1);
+        assert_eq!(
+            loaded.diagnostics(),
+            [concat!(
+                r#"host."a.com".location."/srv".upstream."_app._tcp.example.test".resolution.resolver: "#,
+                "DNS server name `ns.example.test` did not resolve (the name does not exist or has no records); ",
+                "the upstreams that ask it are left out until it resolves"
+            )]
+        );
+        assert_eq!(loaded.lookups(), 1);
+
+        loaded.dns.set_ip(
+            "ns.example.test",
+            Ok(ip_answer(&["10.0.0.53"], Duration::from_secs(30))),
+        );
+        loaded.provider.check(false).await;
+        assert_eq!(loaded.lookups(), 1, "not before the retry interval");
+        tokio::time::advance(RETRY_INTERVAL).await;
+        loaded.provider.check(false).await;
+        assert_eq!(loaded.lookups(), 2);
+        assert_eq!(loaded.upstream_count("/srv"), 1);
+        assert_eq!(loaded.diagnostics(), Vec::<String>::new());
+
+        // Resolved: looked up again at the next load only.
+        tokio::time::advance(RETRY_INTERVAL * 3).await;
+        loaded.provider.check(false).await;
+        assert_eq!(loaded.lookups(), 2);
+        loaded.provider.check(true).await;
+        assert_eq!(loaded.lookups(), 3, "SIGHUP loads again");
+    }
+
+    #[tokio::test]
+    async fn a_bad_version_keeps_the_last_good_one_with_its_dns_server() {
+        let mut loaded = start().await;
+        loaded.dns.set_ip(
+            "ns.example.test",
+            Ok(ip_answer(&["10.0.0.53"], Duration::from_secs(30))),
+        );
+        loaded.provider.check(true).await;
+        assert_eq!(loaded.upstream_count("/srv"), 1);
+
+        std::fs::write(&loaded.provider.path, "{ not json").unwrap();
+        loaded.provider.check(false).await;
+        assert_eq!(loaded.upstream_count("/srv"), 1);
+        let diagnostics = loaded.diagnostics();
+        assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+        assert!(
+            diagnostics[0].contains("the last good version is served"),
+            "{diagnostics:?}"
+        );
+    }
 }

@@ -6,6 +6,9 @@
 //!
 //! - `file`: the JSON routes file, reloaded on change and on SIGHUP.
 //! - `docker`: containers' labels, followed through Docker's events.
+//! - `dns_servers`: DNS servers written as names, looked up by both when
+//!   they load, so the hosts they publish hold addresses.
 
+mod dns_servers;
 pub mod docker;
 pub mod file;

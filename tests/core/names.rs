@@ -2,7 +2,8 @@
 //! loopback whose answers the tests change: addresses followed, failures
 //! riding on the last answer, names that stop existing, pooled connections
 //! kept for addresses that stay and closed for those that go, and SRV
-//! upstreams.
+//! upstreams, with DNS servers written as names looked up when the routes
+//! load.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -16,9 +17,14 @@ use hyper_util::rt::TokioIo;
 use serde_json::json;
 use tokio::net::TcpListener;
 
+use dockhand::config::{Origin, ProviderId, Severity};
+use dockhand::provider::file::FileProvider;
+use dockhand::resolve::HickoryDns;
+use dockhand::routes::Router;
 use dockhand::settings::Settings;
+use dockhand::upstream::EndpointRegistry;
 
-use crate::dns_server::{srv, Behaviour, DnsServer};
+use crate::dns_server::{srv, Behaviour, DnsServer, RecordType};
 use crate::support::*;
 
 /// A backend on `address` answering `x-backend: name`, counting the
@@ -282,4 +288,143 @@ async fn an_srv_service_without_targets_answers_503() {
     let reply = get(proxy.addr, "a.test", "/").await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
+}
+
+/// `a.test` with `/srv` sent to the SRV owner `_app._tcp.example.test`,
+/// asked of the DNS server `resolver`, and `/plain` sent to `plain`.
+fn srv_and_plain_routes(resolver: &str, plain: SocketAddr) -> String {
+    json!({"host": {"a.test": {"location": {
+        "/srv": {"upstream": {"_app._tcp.example.test": {
+            "resolution": {"mode": "srv", "resolver": resolver}}}},
+        "/plain": {"upstream": {plain.to_string(): {}}}
+    }}}})
+    .to_string()
+}
+
+/// `dns` serving `_app._tcp.example.test` at `backend` (on 127.0.0.1).
+fn serve_app_srv(dns: &DnsServer, backend: &Counted) {
+    dns.set_srv(
+        "_app._tcp.example.test",
+        [srv(10, 1, backend.addr.port(), "node.example.test")],
+        30,
+    );
+    dns.set_a("node.example.test", ["127.0.0.1"], 30);
+}
+
+async fn status_and_backend(proxy: &Proxy, path: &str) -> (StatusCode, String) {
+    let reply = get(proxy.addr, "a.test", path).await;
+    (reply.status, reply.header("x-backend").to_owned())
+}
+
+#[tokio::test]
+async fn a_dns_server_written_as_a_name_is_looked_up_when_the_routes_load_not_at_connect() {
+    let app = Counted::start("127.0.0.1:0".parse().unwrap(), "app").await;
+    let plain = Counted::start("127.0.0.1:0".parse().unwrap(), "plain").await;
+    let dns = DnsServer::start().await;
+    serve_app_srv(&dns, &app);
+    // The test DNS server answers for its own name, at its own address.
+    dns.set_a("ns.example.test", ["127.0.0.1"], 30);
+    let resolver = format!("ns.example.test:{}", dns.address().port());
+    let routes = srv_and_plain_routes(&resolver, plain.addr);
+    let proxy = proxy_with_dns(&routes, &dns, Duration::from_secs(2)).await;
+    eventually("the DNS server's name is looked up at load", || async {
+        dns.queries("ns.example.test", RecordType::A) == 1
+    })
+    .await;
+
+    // Gone from DNS now: connecting does not need it, the address found at load is used.
+    dns.remove("ns.example.test");
+    for _ in 0..3 {
+        assert_eq!(
+            status_and_backend(&proxy, "/srv").await,
+            (StatusCode::OK, "app".into())
+        );
+    }
+    assert_eq!(dns.queries("ns.example.test", RecordType::A), 1);
+    assert_eq!(
+        app.accepted.load(Ordering::SeqCst),
+        1,
+        "one pooled connection"
+    );
+}
+
+#[tokio::test]
+async fn a_dns_server_name_that_does_not_resolve_answers_503_until_it_does_and_others_serve() {
+    let app = Counted::start("127.0.0.1:0".parse().unwrap(), "app").await;
+    let plain = Counted::start("127.0.0.1:0".parse().unwrap(), "plain").await;
+    let dns = DnsServer::start().await;
+    serve_app_srv(&dns, &app);
+    let resolver = format!("missing.example.test:{}", dns.address().port());
+    let routes = srv_and_plain_routes(&resolver, plain.addr);
+    // The start does not fail: DNS may be briefly down.
+    let proxy = proxy_with_dns(&routes, &dns, Duration::from_millis(100)).await;
+    let reply = get(proxy.addr, "a.test", "/srv").await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
+    assert_eq!(
+        status_and_backend(&proxy, "/plain").await,
+        (StatusCode::OK, "plain".into())
+    );
+
+    // Looked up again until it resolves, without a reload.
+    dns.set_a("missing.example.test", ["127.0.0.1"], 30);
+    eventually("the DNS server's name resolves", || async {
+        status_and_backend(&proxy, "/srv").await == (StatusCode::OK, "app".into())
+    })
+    .await;
+    assert_eq!(
+        status_and_backend(&proxy, "/plain").await,
+        (StatusCode::OK, "plain".into())
+    );
+}
+
+#[tokio::test]
+async fn a_dns_server_name_that_does_not_exist_is_a_diagnostic_at_its_key_path() {
+    let plain = Counted::start("127.0.0.1:0".parse().unwrap(), "plain").await;
+    let dns = DnsServer::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("routes.json");
+    let resolver = format!("missing.example.test:{}", dns.address().port());
+    std::fs::write(&path, srv_and_plain_routes(&resolver, plain.addr)).unwrap();
+    let router = Arc::new(Router::new(
+        Arc::new(EndpointRegistry::new()),
+        Duration::from_secs(5),
+    ));
+    let names_dns = Arc::new(HickoryDns::with_server(dns.address()));
+    FileProvider::start(path.clone(), router.clone(), names_dns)
+        .await
+        .expect("served with the diagnostic");
+
+    let diagnostics = router.diagnostics();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    let (provider, diagnostic) = &diagnostics[0];
+    assert_eq!(*provider, ProviderId::File);
+    assert_eq!(diagnostic.origin, Origin::RoutesFile { path });
+    assert_eq!(
+        diagnostic.key,
+        r#"host."a.test".location."/srv".upstream."_app._tcp.example.test".resolution.resolver"#
+    );
+    assert_eq!(diagnostic.severity, Severity::Error);
+    assert_eq!(
+        diagnostic.reason,
+        "DNS server name `missing.example.test` did not resolve \
+         (the name does not exist or has no records); \
+         the upstreams that ask it are left out until it resolves"
+    );
+    let table = router.current();
+    assert!(table
+        .find("a.test", "/srv")
+        .unwrap()
+        .upstreams
+        .endpoints()
+        .is_empty());
+    assert_eq!(
+        table
+            .find("a.test", "/plain")
+            .unwrap()
+            .upstreams
+            .endpoints()
+            .len(),
+        1
+    );
 }

@@ -1,6 +1,7 @@
 //! Golden files for the labels pipeline. Each case in `cases/` holds dockhand's
 //! context and the containers' facts, and the hosts and diagnostics
-//! `build_hosts` must give for them. `UPDATE_GOLDEN=1 cargo test --test labels`
+//! `build_hosts` must give for them, with the DNS server names the provider
+//! is to look up (`dns_server_names`) where there are some. `UPDATE_GOLDEN=1 cargo test --test labels`
 //! rewrites the expected part of every case; each rewritten file is then read
 //! by eye before it is committed, since a golden file is only as good as its review.
 //!
@@ -11,12 +12,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use dockhand::config::Diagnostic;
 use dockhand::config::{
-    DesiredHosts, HealthCheck, LoadBalancing, LocationConfig, Protocol, Retry, Rewrite,
-    TlsServerName, UpstreamConfig, UpstreamTarget,
+    DesiredHosts, Diagnostic, HealthCheck, LoadBalancing, LocationConfig, NamedDnsServer, Origin,
+    Protocol, Retry, Rewrite, TlsServerName, UpstreamConfig, UpstreamTarget,
 };
-use dockhand::labels::{build_hosts, ContainerFacts, Health, ProxyFacts};
+use dockhand::labels::{build_hosts, dns_server_names, ContainerFacts, Health, ProxyFacts};
 use serde_json::{json, Map, Value};
 
 #[test]
@@ -74,10 +74,16 @@ fn run_case(name: &str, case: &Value) -> Value {
         .map(|container| read_container(name, container))
         .collect();
     let (hosts, diagnostics) = build_hosts(&containers, &context);
-    json!({
+    let mut rendered = json!({
         "hosts": render_hosts(&hosts),
         "diagnostics": diagnostics.iter().map(render_diagnostic).collect::<Vec<_>>(),
-    })
+    });
+    // Shown only where there are some, so the other cases stay as they are.
+    let named = dns_server_names(&containers, &context);
+    if !named.is_empty() {
+        rendered["dns_server_names"] = named.iter().map(render_named_dns_server).collect();
+    }
+    rendered
 }
 
 // ---- reading the facts ------------------------------------------------------
@@ -274,7 +280,7 @@ fn render_upstream(upstream: &UpstreamConfig) -> Value {
         rendered.insert(
             "srv".into(),
             json!({
-                "resolver": resolution.resolver.as_ref().map(|(host, port)| format!("{host}:{port}")),
+                "resolver": resolution.resolver.as_ref().map(ToString::to_string),
                 "min_ttl_ms": resolution.min_ttl.as_millis() as u64,
                 "max_ttl_ms": resolution.max_ttl.as_millis() as u64,
                 "negative_ttl_ms": resolution.negative_ttl.as_millis() as u64,
@@ -314,6 +320,17 @@ fn render_upstream(upstream: &UpstreamConfig) -> Value {
         rendered.insert("headers_add".into(), Value::Object(headers));
     }
     Value::Object(rendered)
+}
+
+fn render_named_dns_server(named: &NamedDnsServer) -> Value {
+    let container = match &named.origin {
+        Origin::Container { name, .. } => name.as_str(),
+        Origin::RoutesFile { .. } => panic!("labels name a routes file: {named:?}"),
+    };
+    json!(format!(
+        "container {container:?}: label {}: {}",
+        named.key, named.name
+    ))
 }
 
 fn render_diagnostic(diagnostic: &Diagnostic) -> Value {

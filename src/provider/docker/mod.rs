@@ -3,6 +3,11 @@
 //! container it names); inspect is the truth; a full re-list runs at start,
 //! after every reconnect and every minute. When Docker is unreachable or
 //! restarts, the last routes keep serving while it reconnects with backoff.
+//! DNS servers the labels name are looked up at each publish: each name
+//! once, nothing kept between publishes (they follow Docker events, never
+//! requests), so a DNS that does not answer holds a publish for up to the
+//! lookup timeout. One without an address is looked up again every few
+//! seconds until it resolves.
 
 mod api;
 mod facts;
@@ -20,8 +25,10 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::Instant;
 
+use super::dns_servers::{self, RETRY_INTERVAL};
 use crate::config::{Desired, ProviderId};
-use crate::labels::{build_hosts, ContainerFacts, ProxyFacts};
+use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
+use crate::resolve::Dns;
 use crate::routes::Router;
 use crate::settings::DockerSettings;
 
@@ -29,7 +36,8 @@ use crate::settings::DockerSettings;
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Runs until the process ends: connect, follow, and on any loss reconnect.
-pub async fn run_provider(settings: DockerSettings, router: Arc<Router>) {
+/// `dns` is asked for the addresses of DNS servers written as names.
+pub async fn run_provider(settings: DockerSettings, router: Arc<Router>, dns: Arc<dyn Dns>) {
     let mut state = ProviderState::new(&settings);
     let mut backoff = Duration::from_millis(250);
     loop {
@@ -37,7 +45,7 @@ pub async fn run_provider(settings: DockerSettings, router: Arc<Router>) {
             Ok(api) => {
                 tracing::info!(host = %settings.host, "connected to Docker");
                 backoff = Duration::from_millis(250);
-                let error = follow(&api, &settings, &mut state, &router).await;
+                let error = follow(&api, &settings, &mut state, &router, &*dns).await;
                 tracing::warn!(%error, "lost Docker; serving the last routes while reconnecting");
             }
             Err(error) => {
@@ -56,6 +64,8 @@ pub struct ProviderState {
     stopping: HashSet<String>,
     context: ProxyFacts,
     own_id: Option<String>,
+    /// When to publish again because a DNS server name had no address.
+    dns_server_retry: Option<Instant>,
 }
 
 impl ProviderState {
@@ -70,6 +80,7 @@ impl ProviderState {
                 proxy_on_host_network: true,
             },
             own_id: None,
+            dns_server_retry: None,
         }
     }
 
@@ -86,6 +97,7 @@ pub async fn follow<A: DockerApi>(
     settings: &DockerSettings,
     state: &mut ProviderState,
     router: &Router,
+    dns: &dyn Dns,
 ) -> DockerError {
     // Subscribe before listing, so nothing between the two is missed.
     let mut events = api.events();
@@ -95,12 +107,13 @@ pub async fn follow<A: DockerApi>(
     if let Err(error) = relist(api, state).await {
         return error;
     }
-    publish(state, router);
+    publish(state, router, dns).await;
     let mut relist_timer = tokio::time::interval_at(
         Instant::now() + settings.relist_interval,
         settings.relist_interval,
     );
     loop {
+        let dns_server_retry = state.dns_server_retry;
         let result = tokio::select! {
             event = events.next() => match event {
                 Some(Ok(event)) => apply_event(api, settings, state, event).await,
@@ -108,11 +121,20 @@ pub async fn follow<A: DockerApi>(
                 None => Err(DockerError::EventsEnded),
             },
             _ = relist_timer.tick() => relist(api, state).await,
+            () = sleep_until_some(dns_server_retry) => Ok(()),
         };
         if let Err(error) = result {
             return error;
         }
-        publish(state, router);
+        publish(state, router, dns).await;
+    }
+}
+
+/// Sleeps until `deadline`; without one, forever.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -189,22 +211,25 @@ async fn apply_event<A: DockerApi>(
     Ok(())
 }
 
-/// Builds the hosts from what is known and hands them, with their
-/// diagnostics and the containers' addresses, to the router (which swaps
-/// only on change, logs each diagnostic once and keeps vanished locations
-/// for the grace period).
-fn publish(state: &ProviderState, router: &Router) {
+/// Builds the hosts from what is known, with the DNS servers they name
+/// looked up now, and hands them, with their diagnostics and the
+/// containers' addresses, to the router (which swaps only on change, logs
+/// each diagnostic once and keeps vanished locations for the grace period).
+async fn publish(state: &mut ProviderState, router: &Router, dns: &dyn Dns) {
     let (hosts, diagnostics) = build_hosts(&state.containers, &state.context);
     let container_addresses = state
         .containers
         .iter()
         .flat_map(|container| container.networks.values().flatten().copied())
         .collect();
-    let desired = Desired {
+    let mut desired = Desired {
         hosts,
         diagnostics,
         container_addresses,
     };
+    let named = dns_server_names(&state.containers, &state.context);
+    let resolved = dns_servers::settle(dns, &named, &mut desired).await;
+    state.dns_server_retry = (!resolved).then(|| Instant::now() + RETRY_INTERVAL);
     if router.publish(ProviderId::Docker, desired) {
         tracing::info!(
             containers = state.containers.len(),

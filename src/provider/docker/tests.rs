@@ -10,7 +10,9 @@ use tokio::sync::mpsc;
 use futures_util::future::BoxFuture;
 
 use super::*;
+use crate::config::{Diagnostic, Origin};
 use crate::labels::Health;
+use crate::resolve::srv::fake_dns::{ip_answer, FakeDns};
 use crate::resolve::{Dns, IpAnswer, LookupError, NameResolver, SrvAnswer};
 use crate::routes::RouteMiss;
 
@@ -93,6 +95,11 @@ fn web(id: &str, ip: &str) -> ContainerFacts {
 
 impl Harness {
     async fn start(containers: Vec<ContainerFacts>) -> Harness {
+        Harness::start_with(containers, Arc::new(FakeDns::default())).await
+    }
+
+    /// With `dns_servers` answering for DNS servers written as names.
+    async fn start_with(containers: Vec<ContainerFacts>, dns_servers: Arc<FakeDns>) -> Harness {
         let (events, receiver) = mpsc::unbounded_channel();
         let docker = Arc::new(FakeDocker {
             containers: Mutex::new(containers.into_iter().map(|c| (c.id.clone(), c)).collect()),
@@ -124,7 +131,7 @@ impl Harness {
                 // Held for as long as the provider runs, as `run` holds it.
                 let _names = names;
                 let mut state = ProviderState::new(&settings);
-                follow(&docker, &settings, &mut state, &router).await
+                follow(&docker, &settings, &mut state, &router, &*dns_servers).await
             }
         });
         changes.changed().await.unwrap();
@@ -139,8 +146,13 @@ impl Harness {
 
     /// The addresses `web.test/` is sent to now.
     fn upstreams(&self) -> Result<Vec<String>, RouteMiss> {
+        self.upstreams_of("web.test")
+    }
+
+    /// The addresses `host/` is sent to now.
+    fn upstreams_of(&self, host: &str) -> Result<Vec<String>, RouteMiss> {
         let table = self.router.current();
-        let location = table.find("web.test", "/")?;
+        let location = table.find(host, "/")?;
         Ok(location
             .upstreams
             .endpoints()
@@ -390,4 +402,69 @@ async fn containers_that_move_have_upstream_names_resolved_again_at_once() {
     harness.replace("other", None, EventAction::Destroy).await;
     asked += 2;
     assert_eq!(lookups(), asked, "a start, then a removal");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dns_server_name_is_looked_up_at_publish_and_again_until_it_resolves() {
+    let mut srv = web("srv", "10.0.0.5");
+    srv.labels = BTreeMap::from(
+        [
+            ("dockhand.host", "srv.test"),
+            ("dockhand.upstream", "_app._tcp.example.test"),
+            ("dockhand.resolution.mode", "srv"),
+            ("dockhand.resolution.resolver", "ns.example.test:5353"),
+        ]
+        .map(|(label, value)| (label.to_owned(), value.to_owned())),
+    );
+    let dns_servers = Arc::new(FakeDns::default());
+    let harness = Harness::start_with(vec![srv, web("a", "10.0.0.2")], dns_servers.clone()).await;
+    let resolver_diagnostics = || -> Vec<Diagnostic> {
+        let diagnostics = harness.router.diagnostics().into_iter();
+        diagnostics
+            .map(|(_, diagnostic)| diagnostic)
+            .filter(|diagnostic| diagnostic.key == "dockhand.resolution.resolver")
+            .collect()
+    };
+
+    // Not resolved: the location answers 503, the other container serves.
+    assert_eq!(
+        harness.upstreams_of("srv.test").unwrap(),
+        Vec::<String>::new()
+    );
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.0.2:8080"]);
+    let diagnostics = resolver_diagnostics();
+    assert_eq!(diagnostics.len(), 1, "{diagnostics:?}");
+    assert_eq!(
+        diagnostics[0].origin,
+        Origin::Container {
+            name: "web-srv".into(),
+            id: "srv".into()
+        }
+    );
+    assert!(
+        diagnostics[0]
+            .reason
+            .starts_with("DNS server name `ns.example.test` did not resolve"),
+        "{diagnostics:?}"
+    );
+    assert_eq!(dns_servers.ip_calls("ns.example.test"), 1);
+
+    // Once DNS answers, the next try brings the upstream in, with no event.
+    dns_servers.set_ip(
+        "ns.example.test",
+        Ok(ip_answer(&["10.0.0.53"], Duration::from_secs(30))),
+    );
+    tokio::time::sleep(RETRY_INTERVAL + Duration::from_millis(1)).await;
+    assert_eq!(dns_servers.ip_calls("ns.example.test"), 2);
+    assert_eq!(
+        harness.upstreams_of("srv.test").unwrap(),
+        ["_app._tcp.example.test"]
+    );
+    assert_eq!(resolver_diagnostics(), []);
+
+    // Resolved, it is asked again only when the provider publishes.
+    tokio::time::sleep(RETRY_INTERVAL * 3).await;
+    assert_eq!(dns_servers.ip_calls("ns.example.test"), 2);
+    harness.event("a", EventAction::Health).await;
+    assert_eq!(dns_servers.ip_calls("ns.example.test"), 3);
 }

@@ -1,5 +1,6 @@
-//! A scripted `Dns` for the unit tests of the SRV caches and dialing: answers
-//! and delays set per name, lookups counted per name. No network.
+//! A scripted `Dns` for unit tests (the SRV caches and dialing, the
+//! providers' DNS server lookups): answers and delays set per name, lookups
+//! counted per name. No network.
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -8,7 +8,7 @@ mod dial;
 mod order;
 
 #[cfg(test)]
-mod fake_dns;
+pub(crate) mod fake_dns;
 
 pub use cache::{
     CacheTtls, LookupCounts, SrvResolver, SrvStats, TierAttempts, DEFAULT_CAPACITY, DIAL_TIERS,
