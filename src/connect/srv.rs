@@ -47,15 +47,20 @@ impl SrvResolvers {
         if let Ok(ip) = host.parse() {
             return Ok(ip);
         }
+        let lookup_failed =
+            |error: Box<dyn std::error::Error + Send + Sync>| ConnectError::Lookup {
+                name: format!("the DNS server {host}"),
+                error,
+            };
         let answer = self
             .system
             .lookup_ip(host)
             .await
-            .map_err(|error| ConnectError::Lookup(format!("DNS server {host}: {error}")))?;
+            .map_err(|error| lookup_failed(Box::new(error)))?;
         answer
             .addresses
             .first()
             .copied()
-            .ok_or_else(|| ConnectError::Lookup(format!("DNS server {host} has no address")))
+            .ok_or_else(|| lookup_failed("no address".into()))
     }
 }
