@@ -115,27 +115,28 @@ impl ErrorKind {
         }
     }
 
+    /// The body's one line, with its newline.
     fn message(self) -> &'static str {
         match self {
-            ErrorKind::MissingHost => "the request has no Host header",
-            ErrorKind::BadHost => "the request's Host is not a host name",
-            ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB",
-            ErrorKind::NoHost => "no route for this host",
-            ErrorKind::NoLocation => "no route for this path",
-            ErrorKind::NoUpstream => "no upstream is available",
-            ErrorKind::NoHealthyUpstream => "no upstream can serve this now",
-            ErrorKind::ConnectRefused => "the upstream refused the connection",
-            ErrorKind::ConnectTimeout => "the upstream did not accept a connection in time",
-            ErrorKind::ConnectFailed => "the upstream could not be reached",
-            ErrorKind::TlsHandshake => "the TLS handshake with the upstream failed",
-            ErrorKind::DnsNoRecords => "the upstream's DNS name has no records",
-            ErrorKind::DnsFailure => "the upstream's DNS lookup failed",
-            ErrorKind::UpstreamTimeout => "the upstream did not answer in time",
-            ErrorKind::RewrittenPathTooLong => "the rewritten path is too long",
+            ErrorKind::MissingHost => "the request has no Host header\n",
+            ErrorKind::BadHost => "the request's Host is not a host name\n",
+            ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB\n",
+            ErrorKind::NoHost => "no route for this host\n",
+            ErrorKind::NoLocation => "no route for this path\n",
+            ErrorKind::NoUpstream => "no upstream is available\n",
+            ErrorKind::NoHealthyUpstream => "no upstream can serve this now\n",
+            ErrorKind::ConnectRefused => "the upstream refused the connection\n",
+            ErrorKind::ConnectTimeout => "the upstream did not accept a connection in time\n",
+            ErrorKind::ConnectFailed => "the upstream could not be reached\n",
+            ErrorKind::TlsHandshake => "the TLS handshake with the upstream failed\n",
+            ErrorKind::DnsNoRecords => "the upstream's DNS name has no records\n",
+            ErrorKind::DnsFailure => "the upstream's DNS lookup failed\n",
+            ErrorKind::UpstreamTimeout => "the upstream did not answer in time\n",
+            ErrorKind::RewrittenPathTooLong => "the rewritten path is too long\n",
             ErrorKind::ResetBeforeResponse => {
-                "the upstream closed the connection without answering"
+                "the upstream closed the connection without answering\n"
             }
-            ErrorKind::NotHttp => "the upstream's answer is not HTTP",
+            ErrorKind::NotHttp => "the upstream's answer is not HTTP\n",
         }
     }
 }
@@ -190,10 +191,9 @@ impl ProxyError {
     }
 
     pub fn into_response(self) -> Response<ProxyBody> {
-        let mut text = String::with_capacity(64);
-        text.push_str(self.kind.message());
-        text.push('\n');
-        let mut response = Response::new(ProxyBody::message(Bytes::from(text)));
+        let mut response = Response::new(ProxyBody::message(Bytes::from_static(
+            self.kind.message().as_bytes(),
+        )));
         let status = self.status();
         *response.status_mut() = status;
         let headers = response.headers_mut();
@@ -211,7 +211,7 @@ impl ProxyError {
 
 impl fmt::Display for ProxyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.kind.message())
+        f.write_str(self.kind.message().trim_end())
     }
 }
 
@@ -268,6 +268,40 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
+
+    const EVERY_KIND: [ErrorKind; 17] = [
+        ErrorKind::MissingHost,
+        ErrorKind::BadHost,
+        ErrorKind::HeadersTooLarge,
+        ErrorKind::NoHost,
+        ErrorKind::NoLocation,
+        ErrorKind::NoUpstream,
+        ErrorKind::NoHealthyUpstream,
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::ConnectFailed,
+        ErrorKind::TlsHandshake,
+        ErrorKind::DnsNoRecords,
+        ErrorKind::DnsFailure,
+        ErrorKind::UpstreamTimeout,
+        ErrorKind::RewrittenPathTooLong,
+        ErrorKind::ResetBeforeResponse,
+        ErrorKind::NotHttp,
+    ];
+
+    #[test]
+    fn every_kind_has_its_own_reason_and_a_one_line_body() {
+        let mut reasons = std::collections::BTreeSet::new();
+        for kind in EVERY_KIND {
+            reasons.insert(kind.reason());
+            let message = kind.message();
+            assert!(message.ends_with('\n'), "{kind:?}");
+            assert_eq!(message.lines().count(), 1, "{kind:?}");
+            assert_eq!(ProxyError::from(kind).to_string(), message.trim_end());
+        }
+        assert_eq!(reasons.len(), EVERY_KIND.len(), "no reason is shared");
+        assert!(!reasons.contains(RESET_MID_RESPONSE));
+    }
 
     #[test]
     fn every_503_asks_to_retry_after_a_few_seconds() {
