@@ -361,7 +361,10 @@ fn networks_are_chosen_as_documented() {
             Err(format!("{}", response.status))
         }
     });
-    assert_eq!(response.header("x-dockhand-error"), Some("no_upstream"));
+    assert_eq!(
+        response.header("x-dockhand-error"),
+        Some("no_healthy_upstream")
+    );
 
     let log = dockhand.log();
     // The upstreams requests were sent to; those answered before the

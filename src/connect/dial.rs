@@ -17,28 +17,36 @@ use tokio::net::TcpStream;
 
 use super::connection::{Stream, UpstreamConnection};
 use super::srv::SrvResolvers;
-use super::tls::{handshake, system_roots, ClientConfigs, TlsSettings};
+use super::tls::{handshake, system_roots, ClientConfigs, TlsHandshakeError, TlsSettings};
 use crate::config::{SrvResolution, TlsServerName};
 use crate::resolve::srv::{dial, dial_rng};
 use crate::resolve::{SrvConnection, SrvDialError};
 use crate::upstream::{Destination, EndpointRegistry, Transport};
 
+/// Why a connection to an upstream could not be opened. Every variant means
+/// nothing of the request was sent.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("connection refused")]
     Refused,
-    #[error("connect timed out")]
-    TimedOut,
-    #[error("connect failed: {0}")]
-    Failed(io::Error),
-    #[error("TLS handshake failed: {0}")]
-    Handshake(String),
-    /// The service has no target (an SRV answer without one).
-    #[error("no target available")]
-    Unavailable,
-    /// The SRV owner or the DNS server to ask could not be looked up.
-    #[error("lookup failed: {0}")]
-    Lookup(String),
+    /// `--connect-timeout` ran out during what is named.
+    #[error("{0} timed out")]
+    TimedOut(&'static str),
+    #[error("connect failed")]
+    Failed(#[source] io::Error),
+    #[error(transparent)]
+    Handshake(#[from] TlsHandshakeError),
+    /// The SRV owner has no records, or only `.` as its target.
+    #[error("the SRV service {0} has no targets")]
+    NoTargets(String),
+    /// A lookup needed to connect failed: the SRV owner's or a target's, or
+    /// that of the DNS server to ask.
+    #[error("DNS lookup of {name}")]
+    Lookup {
+        name: String,
+        #[source]
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("upstream URI has no address")]
     NoAddress,
 }
@@ -136,12 +144,11 @@ impl Connector {
                         .get_or_init(|| ClientConfigs::new(system_roots()))
                         .get(target.verify),
                 )
-                .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+                .map_err(TlsHandshakeError::from)?;
                 let left = timeout.saturating_sub(started.elapsed());
                 let connection = tokio::time::timeout(left, handshake(tcp, &settings))
                     .await
-                    .map_err(|_| ConnectError::TimedOut)?
-                    .map_err(|error| ConnectError::Handshake(error.to_string()))?;
+                    .map_err(|_| ConnectError::TimedOut("the TLS handshake"))??;
                 Stream::Tls(Box::new(connection))
             }
         };
@@ -174,17 +181,7 @@ impl Connector {
         let timeout = self.dialing.connect_timeout;
         dial(&resolver, owner, timeout, &mut rng, connect)
             .await
-            .map_err(|error| match error {
-                SrvDialError::Unavailable => ConnectError::Unavailable,
-                SrvDialError::TimedOut => ConnectError::TimedOut,
-                SrvDialError::AllFailed(error)
-                    if error.kind() == io::ErrorKind::ConnectionRefused =>
-                {
-                    ConnectError::Refused
-                }
-                SrvDialError::AllFailed(error) => ConnectError::Failed(error),
-                SrvDialError::LookupFailed(reason) => ConnectError::Lookup(reason),
-            })
+            .map_err(|error| srv_dial_error(owner, error))
     }
 }
 
@@ -194,32 +191,45 @@ pub async fn connect_tcp(
     timeout: Duration,
 ) -> Result<TcpStream, ConnectError> {
     let stream = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
-        Err(_) => return Err(ConnectError::TimedOut),
-        Ok(Err(error)) if error.kind() == io::ErrorKind::ConnectionRefused => {
-            return Err(ConnectError::Refused)
-        }
-        Ok(Err(error)) => return Err(ConnectError::Failed(error)),
+        Err(_) => return Err(ConnectError::TimedOut("connecting")),
+        Ok(Err(error)) => return Err(io_connect_error(error)),
         Ok(Ok(stream)) => stream,
     };
     stream.set_nodelay(true).map_err(ConnectError::Failed)?;
     Ok(stream)
 }
 
-/// The connect error behind a client error, if connecting is what failed.
-pub fn connect_error(error: &hyper_util::client::legacy::Error) -> Option<&ConnectError> {
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if let Some(connect) = cause.downcast_ref::<ConnectError>() {
-            return Some(connect);
-        }
-        source = cause.source();
+fn io_connect_error(error: io::Error) -> ConnectError {
+    match error.kind() {
+        io::ErrorKind::ConnectionRefused => ConnectError::Refused,
+        io::ErrorKind::TimedOut => ConnectError::TimedOut("connecting"),
+        _ => ConnectError::Failed(error),
     }
-    None
+}
+
+/// What dialing an SRV owner's targets failed with. The targets' own lookups
+/// come back from the dial as `NotFound` I/O errors (found no records, or
+/// the lookup failed): a DNS failure either way, as the text tells.
+fn srv_dial_error(owner: &str, error: SrvDialError) -> ConnectError {
+    let lookup = |error| ConnectError::Lookup {
+        name: owner.to_owned(),
+        error: Box::new(error),
+    };
+    match error {
+        SrvDialError::Unavailable => ConnectError::NoTargets(owner.to_owned()),
+        SrvDialError::TimedOut => ConnectError::TimedOut("resolving and connecting to SRV targets"),
+        SrvDialError::AllFailed(io) if io.kind() == io::ErrorKind::NotFound => {
+            lookup(SrvDialError::AllFailed(io))
+        }
+        SrvDialError::AllFailed(io) => io_connect_error(io),
+        lookup_failed @ SrvDialError::LookupFailed(_) => lookup(lookup_failed),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::error::Error;
 
     #[tokio::test]
     async fn connections_are_opened_with_nodelay() {
@@ -228,6 +238,37 @@ mod tests {
             .await
             .unwrap();
         assert!(stream.nodelay().unwrap());
+    }
+
+    #[test]
+    fn srv_dial_failures_become_what_failed() {
+        let dialed = |error| srv_dial_error("_app._tcp.example.test", error);
+        let all_failed = |kind, text: &str| SrvDialError::AllFailed(io::Error::new(kind, text));
+        assert!(matches!(
+            dialed(SrvDialError::Unavailable),
+            ConnectError::NoTargets(owner) if owner == "_app._tcp.example.test"
+        ));
+        let servfail = dialed(SrvDialError::LookupFailed("SERVFAIL".into()));
+        assert!(matches!(servfail, ConnectError::Lookup { .. }));
+        assert!(servfail.source().unwrap().to_string().contains("SERVFAIL"));
+        let target_lookup = dialed(all_failed(io::ErrorKind::NotFound, "SRV target x: gone"));
+        assert!(matches!(target_lookup, ConnectError::Lookup { .. }));
+        assert!(matches!(
+            dialed(all_failed(io::ErrorKind::ConnectionRefused, "refused")),
+            ConnectError::Refused
+        ));
+        assert!(matches!(
+            dialed(all_failed(io::ErrorKind::TimedOut, "slow")),
+            ConnectError::TimedOut(_)
+        ));
+        assert!(matches!(
+            dialed(SrvDialError::TimedOut),
+            ConnectError::TimedOut(_)
+        ));
+        assert!(matches!(
+            dialed(all_failed(io::ErrorKind::HostUnreachable, "no route")),
+            ConnectError::Failed(_)
+        ));
     }
 
     #[tokio::test]

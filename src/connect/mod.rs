@@ -11,5 +11,5 @@ mod pool;
 mod srv;
 pub mod tls;
 
-pub use dial::{connect_error, connect_tcp, ConnectError, Connector};
+pub use dial::{connect_tcp, ConnectError, Connector};
 pub use pool::{authority_is_address, UpstreamClient, UpstreamResponse};

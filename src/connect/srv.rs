@@ -31,10 +31,10 @@ impl SrvResolvers {
             // Providers settle names before they publish: one left here is
             // refused rather than looked up on a request's time.
             Some(server @ DnsServer::Name { .. }) => {
-                let reason = format!(
-                    "DNS server {server} has no address (names are looked up when routes load)"
-                );
-                return Err(ConnectError::Lookup(reason));
+                return Err(ConnectError::Lookup {
+                    name: format!("the DNS server {server}"),
+                    error: "no address (names are looked up when routes load)".into(),
+                });
             }
         };
         let ttls = CacheTtls {
@@ -103,8 +103,9 @@ mod tests {
             port: 53,
         });
         match resolvers.resolver(&by_name).await {
-            Err(ConnectError::Lookup(reason)) => {
-                assert!(reason.contains("ns.example.test:53"), "{reason}")
+            Err(error @ ConnectError::Lookup { .. }) => {
+                let text = error.to_string();
+                assert!(text.contains("ns.example.test:53"), "{text}")
             }
             Err(other) => panic!("another error: {other}"),
             Ok(_) => panic!("a name was dialed through"),

@@ -186,9 +186,12 @@ impl TlsSettings {
 }
 
 /// Why a TLS handshake with an upstream failed; the proxy answers any of
-/// them as a failed connection (502).
+/// them as `tls_handshake` (502), with this as the cause.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsHandshakeError {
+    /// The name to send is not one rustls accepts.
+    #[error(transparent)]
+    ServerName(#[from] InvalidServerName),
     /// `verify = true` and the certificate is not trusted, expired, or for another name.
     #[error("the upstream's certificate was refused: {0}")]
     Certificate(rustls::CertificateError),

@@ -1,5 +1,8 @@
 //! One access-log event per request, written when its response body ends (so
-//! it carries the bytes sent and the whole duration), at target `dockhand::access`.
+//! it carries the bytes sent and the whole duration), at target
+//! `dockhand::access`; and the WARN for each failed try and for a body cut
+//! after its head went out, logged once each with where the request went
+//! and why it failed.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -7,9 +10,13 @@ use std::time::Instant;
 
 use http::{HeaderValue, Method, StatusCode, Uri};
 
+use super::error::{describe, ProxyError, RESET_MID_RESPONSE};
 use crate::upstream::Endpoint;
 
 pub const TARGET: &str = "dockhand::access";
+
+/// Where the WARNs about failed tries go: the proxy's, not the access log's.
+const FAILURE_TARGET: &str = "dockhand::proxy";
 
 pub struct AccessRecord {
     pub started: Instant,
@@ -20,31 +27,77 @@ pub struct AccessRecord {
     /// The URI as the client sent it: the log shows its path, before any rewrite.
     pub uri: Uri,
     pub status: StatusCode,
+    /// The matched location's prefix, once the request was sent upstream.
+    pub location: Option<Box<str>>,
     /// The last upstream the request was sent to.
     pub upstream: Option<Arc<Endpoint>>,
+    /// Tries made so far (1 for the first).
+    pub attempt: u32,
+    /// The reason of dockhand's own status, or of a body cut mid-response.
     pub error: Option<&'static str>,
+    /// What failed underneath `error`, when something did.
+    pub cause: Option<String>,
 }
 
 impl AccessRecord {
-    pub fn write(&self, bytes_out: u64) {
-        let host = self
-            .host
+    fn host_text(&self) -> &str {
+        self.host
             .as_ref()
             .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        let upstream = self.upstream.as_ref().map(|endpoint| endpoint.to_string());
+            .unwrap_or("")
+    }
+
+    fn upstream_text(&self) -> String {
+        self.upstream
+            .as_ref()
+            .map_or_else(String::new, |endpoint| endpoint.to_string())
+    }
+
+    pub fn write(&self, bytes_out: u64) {
         tracing::info!(
             target: TARGET,
             client = %self.client,
             method = %self.method,
-            host,
+            host = self.host_text(),
             path = self.uri.path(),
             status = self.status.as_u16(),
-            upstream = upstream.as_deref().unwrap_or(""),
+            upstream = self.upstream_text(),
             bytes_out,
             duration_ms = self.started.elapsed().as_secs_f64() * 1000.0,
             error = self.error.unwrap_or(""),
+            cause = self.cause.as_deref().unwrap_or(""),
             "request"
         );
+    }
+
+    /// The current try (to `self.upstream`, in `location`) failed.
+    pub fn log_failed_try(&self, location: &str, error: &ProxyError) {
+        tracing::warn!(
+            target: FAILURE_TARGET,
+            host = self.host_text(),
+            location,
+            upstream = self.upstream_text(),
+            attempt = self.attempt,
+            error = error.reason(),
+            cause = error.cause_text().as_deref().unwrap_or(""),
+            "upstream try failed"
+        );
+    }
+
+    /// The upstream's body failed after its head was sent to the client.
+    pub fn body_cut(&mut self, error: &hyper::Error) {
+        let cause = describe(error);
+        tracing::warn!(
+            target: FAILURE_TARGET,
+            host = self.host_text(),
+            location = self.location.as_deref().unwrap_or(""),
+            upstream = self.upstream_text(),
+            attempt = self.attempt,
+            error = RESET_MID_RESPONSE,
+            cause,
+            "upstream body cut after the response head"
+        );
+        self.error = Some(RESET_MID_RESPONSE);
+        self.cause = Some(cause);
     }
 }

@@ -12,7 +12,7 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 
-use super::error::ProxyError;
+use super::error::{ErrorKind, ProxyError};
 use super::request_body::{keep_small, BodyClaim, KeptBody, UpstreamBody};
 use super::rewrite::rewrite_path;
 use crate::config::Retry;
@@ -27,6 +27,8 @@ const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the matched location decided for the whole request.
 pub(super) struct RequestPlan {
+    /// The matched location's prefix, for the log.
+    pub(super) location: Box<str>,
     pub(super) follows_moves: bool,
     pub(super) retry: Option<Arc<Retry>>,
     /// The path and query the upstream receives.
@@ -40,12 +42,12 @@ impl RequestPlan {
             .cloned()
             .unwrap_or_else(|| PathAndQuery::from_static("/"));
         let path = match &location.rewrite {
-            Some(rewrite) => {
-                rewrite_path(rewrite, &original).map_err(|_| ProxyError::RewrittenPathTooLong)?
-            }
+            Some(rewrite) => rewrite_path(rewrite, &original)
+                .map_err(|error| ProxyError::new(ErrorKind::RewrittenPathTooLong, error))?,
             None => original,
         };
         Ok(RequestPlan {
+            location: location.prefix.clone(),
             follows_moves: location.follows_moves(),
             retry: location.retry.clone(),
             path,
@@ -240,7 +242,7 @@ impl Tries {
         route: &RequestPlan,
         sending: &Sending,
         method: &Method,
-        error: ProxyError,
+        error: &ProxyError,
     ) -> Again {
         if let Some(retry) = &route.retry {
             if self.left > 0 && retry.on_connect && error.is_connect_failure() {
@@ -248,7 +250,7 @@ impl Tries {
                 return Again::Retry;
             }
         }
-        let lost_unanswered = error == ProxyError::BadResponse
+        let lost_unanswered = error.is_lost_before_answer()
             && idempotent(method)
             && matches!(sending, Sending::Bodyless);
         if route.follows_moves && (error.is_connect_failure() || lost_unanswered) {

@@ -1,6 +1,7 @@
 //! The response body the proxy sends: the upstream's body streamed frame by
 //! frame (data and trailers), or a short message of dockhand's own. It counts
-//! the bytes sent and writes the request's access-log line when it ends.
+//! the bytes sent, notes an upstream body cut midway, and writes the
+//! request's access-log line when it ends.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -67,6 +68,11 @@ impl Body for ProxyBody {
             Inner::Upstream(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
             Inner::Message(text) => text.take().map(|text| Ok(Frame::data(text))),
         };
+        if let (Some(Err(error)), Some(record)) = (&frame, &mut this.record) {
+            // The head is sent: the error reaches hyper, which ends the
+            // client's connection abnormally; the record says why.
+            record.body_cut(error);
+        }
         if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
             this.bytes_out += data.map_or(0, |d| d.len() as u64);
         }

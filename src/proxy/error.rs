@@ -1,99 +1,370 @@
-//! Every status dockhand answers by itself, and the one place errors become them:
-//! a one-line plain-text body and an `x-dockhand-error` header naming the reason.
+//! Every status dockhand answers by itself, and the one place errors become
+//! them: a one-line plain-text body, an `x-dockhand-error` header naming the
+//! reason, and `Retry-After` on every 503. A `ProxyError` is a kind (which
+//! picks the status and the reason) and, when something failed underneath, a
+//! cause (the I/O, TLS, DNS or protocol error), kept as its `source()` for
+//! the log and the access log. Which failures are which kind is decided
+//! where they are met (`forward::classify`, `connect::ConnectError`).
+
+use std::error::Error;
+use std::fmt;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE};
+use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 
 use super::body::ProxyBody;
 
-/// Why a request was not answered by an upstream.
+pub const ERROR_HEADER: &str = "x-dockhand-error";
+
+/// Seconds a client is asked to wait after a 503. Names are resolved again
+/// every 5 s and an SRV service without targets is cached for its 5 s
+/// negative TTL, so asking sooner mostly meets the same answer.
+pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// The reason logged, and written to the access log, when an upstream's body
+/// is cut after its head was sent on: no status can be answered any more, so
+/// the client's connection is ended abnormally instead.
+pub const RESET_MID_RESPONSE: &str = "reset_mid_response";
+
+/// The error underneath a status.
+pub type Cause = Box<dyn Error + Send + Sync>;
+
+/// Why a request was not answered by an upstream: what kind of failure (its
+/// status and reason) and, when there is one, what failed underneath.
+#[derive(Debug)]
+pub struct ProxyError {
+    kind: ErrorKind,
+    cause: Option<Cause>,
+}
+
+/// What went wrong, as far as the client's answer is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProxyError {
+pub enum ErrorKind {
+    /// No `Host` header (nor an authority in the request line).
     MissingHost,
+    /// A `Host` that can't be a host name (`a:b:c`, a port that is not a number).
+    BadHost,
     HeadersTooLarge,
     NoHost,
     NoLocation,
+    /// The location's upstream names have no address (yet).
     NoUpstream,
+    /// The location has no upstream at all: its containers are stopped,
+    /// paused, starting, unhealthy, unreachable, or in their grace period.
+    NoHealthyUpstream,
     ConnectRefused,
     ConnectTimeout,
+    /// Connecting failed some other way (unreachable network or host).
     ConnectFailed,
+    TlsHandshake,
+    /// The SRV service has no records, or only `.` as its target.
+    DnsNoRecords,
+    /// A lookup the connection needed failed (timeout, SERVFAIL, no server).
+    DnsFailure,
     UpstreamTimeout,
     /// The location's rewrite made the path longer than a request may carry.
     RewrittenPathTooLong,
-    /// The upstream closed, reset or answered something that is not HTTP.
-    BadResponse,
+    /// The upstream closed or reset the connection before its response head.
+    ResetBeforeResponse,
+    /// The upstream answered bytes that are not HTTP.
+    NotHttp,
 }
 
-pub const ERROR_HEADER: &str = "x-dockhand-error";
-
-impl ProxyError {
+impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
-            ProxyError::MissingHost => StatusCode::BAD_REQUEST,
-            ProxyError::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            ProxyError::NoHost | ProxyError::NoLocation => StatusCode::NOT_FOUND,
-            ProxyError::NoUpstream => StatusCode::SERVICE_UNAVAILABLE,
-            ProxyError::ConnectRefused | ProxyError::ConnectFailed | ProxyError::BadResponse => {
-                StatusCode::BAD_GATEWAY
+            ErrorKind::MissingHost | ErrorKind::BadHost => StatusCode::BAD_REQUEST,
+            ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
+            // Known, but nothing can serve it now: worth asking again.
+            ErrorKind::NoUpstream | ErrorKind::NoHealthyUpstream | ErrorKind::DnsNoRecords => {
+                StatusCode::SERVICE_UNAVAILABLE
             }
-            ProxyError::ConnectTimeout | ProxyError::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::RewrittenPathTooLong => StatusCode::URI_TOO_LONG,
+            ErrorKind::ConnectRefused
+            | ErrorKind::ConnectFailed
+            | ErrorKind::TlsHandshake
+            | ErrorKind::DnsFailure
+            | ErrorKind::ResetBeforeResponse
+            | ErrorKind::NotHttp => StatusCode::BAD_GATEWAY,
+            ErrorKind::ConnectTimeout | ErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            ErrorKind::RewrittenPathTooLong => StatusCode::URI_TOO_LONG,
         }
-    }
-
-    /// The upstream could not be reached: nothing of the request was sent.
-    pub fn is_connect_failure(self) -> bool {
-        matches!(
-            self,
-            ProxyError::ConnectRefused | ProxyError::ConnectTimeout | ProxyError::ConnectFailed
-        )
     }
 
     /// The machine-readable reason, sent in `x-dockhand-error` and logged.
     pub fn reason(self) -> &'static str {
         match self {
-            ProxyError::MissingHost => "missing_host",
-            ProxyError::HeadersTooLarge => "headers_too_large",
-            ProxyError::NoHost => "no_host",
-            ProxyError::NoLocation => "no_location",
-            ProxyError::NoUpstream => "no_upstream",
-            ProxyError::ConnectRefused => "connect_refused",
-            ProxyError::ConnectTimeout => "connect_timeout",
-            ProxyError::ConnectFailed => "connect_failed",
-            ProxyError::UpstreamTimeout => "upstream_timeout",
-            ProxyError::RewrittenPathTooLong => "rewritten_path_too_long",
-            ProxyError::BadResponse => "bad_response",
+            ErrorKind::MissingHost => "missing_host",
+            ErrorKind::BadHost => "bad_host",
+            ErrorKind::HeadersTooLarge => "headers_too_large",
+            ErrorKind::NoHost => "no_host",
+            ErrorKind::NoLocation => "no_location",
+            ErrorKind::NoUpstream => "no_upstream",
+            ErrorKind::NoHealthyUpstream => "no_healthy_upstream",
+            ErrorKind::ConnectRefused => "connect_refused",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::ConnectFailed => "connect_failed",
+            ErrorKind::TlsHandshake => "tls_handshake",
+            ErrorKind::DnsNoRecords => "dns_no_records",
+            ErrorKind::DnsFailure => "dns_failure",
+            ErrorKind::UpstreamTimeout => "upstream_timeout",
+            ErrorKind::RewrittenPathTooLong => "rewritten_path_too_long",
+            ErrorKind::ResetBeforeResponse => "reset_before_response",
+            ErrorKind::NotHttp => "not_http",
         }
     }
 
+    /// The body's one line, with its newline.
     fn message(self) -> &'static str {
         match self {
-            ProxyError::MissingHost => "the request has no Host header\n",
-            ProxyError::HeadersTooLarge => "the request headers are over 64 KiB\n",
-            ProxyError::NoHost => "no route for this host\n",
-            ProxyError::NoLocation => "no route for this path\n",
-            ProxyError::NoUpstream => "no upstream is available\n",
-            ProxyError::ConnectRefused => "the upstream refused the connection\n",
-            ProxyError::ConnectTimeout => "the upstream did not accept a connection in time\n",
-            ProxyError::ConnectFailed => "the upstream could not be reached\n",
-            ProxyError::UpstreamTimeout => "the upstream did not answer in time\n",
-            ProxyError::RewrittenPathTooLong => "the rewritten path is too long\n",
-            ProxyError::BadResponse => "the upstream sent no valid answer\n",
+            ErrorKind::MissingHost => "the request has no Host header\n",
+            ErrorKind::BadHost => "the request's Host is not a host name\n",
+            ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB\n",
+            ErrorKind::NoHost => "no route for this host\n",
+            ErrorKind::NoLocation => "no route for this path\n",
+            ErrorKind::NoUpstream => "no upstream is available\n",
+            ErrorKind::NoHealthyUpstream => "no upstream can serve this now\n",
+            ErrorKind::ConnectRefused => "the upstream refused the connection\n",
+            ErrorKind::ConnectTimeout => "the upstream did not accept a connection in time\n",
+            ErrorKind::ConnectFailed => "the upstream could not be reached\n",
+            ErrorKind::TlsHandshake => "the TLS handshake with the upstream failed\n",
+            ErrorKind::DnsNoRecords => "the upstream's DNS name has no records\n",
+            ErrorKind::DnsFailure => "the upstream's DNS lookup failed\n",
+            ErrorKind::UpstreamTimeout => "the upstream did not answer in time\n",
+            ErrorKind::RewrittenPathTooLong => "the rewritten path is too long\n",
+            ErrorKind::ResetBeforeResponse => {
+                "the upstream closed the connection without answering\n"
+            }
+            ErrorKind::NotHttp => "the upstream's answer is not HTTP\n",
         }
+    }
+}
+
+impl From<ErrorKind> for ProxyError {
+    fn from(kind: ErrorKind) -> ProxyError {
+        ProxyError { kind, cause: None }
+    }
+}
+
+impl ProxyError {
+    pub fn new(kind: ErrorKind, cause: impl Into<Cause>) -> ProxyError {
+        ProxyError {
+            kind,
+            cause: Some(cause.into()),
+        }
+    }
+
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+
+    pub fn reason(&self) -> &'static str {
+        self.kind.reason()
+    }
+
+    /// The upstream could not be reached: nothing of the request was sent.
+    pub fn is_connect_failure(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::ConnectRefused
+                | ErrorKind::ConnectTimeout
+                | ErrorKind::ConnectFailed
+                | ErrorKind::TlsHandshake
+                | ErrorKind::DnsFailure
+        )
+    }
+
+    /// The connection ended after the request was sent and before any
+    /// answer: the upstream may have received it.
+    pub fn is_lost_before_answer(&self) -> bool {
+        self.kind == ErrorKind::ResetBeforeResponse
+    }
+
+    /// The cause and its own causes in one line, for the log and the access log.
+    pub fn cause_text(&self) -> Option<String> {
+        self.cause.as_deref().map(|cause| describe(cause))
     }
 
     pub fn into_response(self) -> Response<ProxyBody> {
         let mut response = Response::new(ProxyBody::message(Bytes::from_static(
-            self.message().as_bytes(),
+            self.kind.message().as_bytes(),
         )));
-        *response.status_mut() = self.status();
+        let status = self.status();
+        *response.status_mut() = status;
         let headers = response.headers_mut();
         headers.insert(
             CONTENT_TYPE,
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         headers.insert(ERROR_HEADER, HeaderValue::from_static(self.reason()));
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
         response
+    }
+}
+
+impl fmt::Display for ProxyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.kind.message().trim_end())
+    }
+}
+
+impl Error for ProxyError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        self.cause
+            .as_deref()
+            .map(|cause| cause as &(dyn Error + 'static))
+    }
+}
+
+/// The first error of type `T` among `error` and its sources.
+pub fn find_source<'e, T: Error + 'static>(error: &'e (dyn Error + 'static)) -> Option<&'e T> {
+    let mut link = Some(error);
+    while let Some(current) = link {
+        if let Some(found) = current.downcast_ref::<T>() {
+            return Some(found);
+        }
+        link = current.source();
+    }
+    None
+}
+
+/// `error` and its sources joined by `: `. hyper-util's client error adds
+/// only "client error (Connect)" and is left out; a source whose text its
+/// error already showed is not repeated.
+pub fn describe(error: &(dyn Error + 'static)) -> String {
+    let mut text = String::new();
+    let mut link = Some(error);
+    while let Some(current) = link {
+        link = current.source();
+        let wrapper = current.is::<hyper_util::client::legacy::Error>() && link.is_some();
+        let shown = current.to_string();
+        if wrapper || shown.is_empty() || text.contains(&shown) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&shown);
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] io::Error);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer showing its source: {0}")]
+    struct Showing(#[source] io::Error);
+
+    const EVERY_KIND: [ErrorKind; 17] = [
+        ErrorKind::MissingHost,
+        ErrorKind::BadHost,
+        ErrorKind::HeadersTooLarge,
+        ErrorKind::NoHost,
+        ErrorKind::NoLocation,
+        ErrorKind::NoUpstream,
+        ErrorKind::NoHealthyUpstream,
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::ConnectFailed,
+        ErrorKind::TlsHandshake,
+        ErrorKind::DnsNoRecords,
+        ErrorKind::DnsFailure,
+        ErrorKind::UpstreamTimeout,
+        ErrorKind::RewrittenPathTooLong,
+        ErrorKind::ResetBeforeResponse,
+        ErrorKind::NotHttp,
+    ];
+
+    #[test]
+    fn every_kind_has_its_own_reason_and_a_one_line_body() {
+        let mut reasons = std::collections::BTreeSet::new();
+        for kind in EVERY_KIND {
+            reasons.insert(kind.reason());
+            let message = kind.message();
+            assert!(message.ends_with('\n'), "{kind:?}");
+            assert_eq!(message.lines().count(), 1, "{kind:?}");
+            assert_eq!(ProxyError::from(kind).to_string(), message.trim_end());
+        }
+        assert_eq!(reasons.len(), EVERY_KIND.len(), "no reason is shared");
+        assert!(!reasons.contains(RESET_MID_RESPONSE));
+    }
+
+    #[test]
+    fn every_503_asks_to_retry_after_a_few_seconds() {
+        for kind in [
+            ErrorKind::NoUpstream,
+            ErrorKind::NoHealthyUpstream,
+            ErrorKind::DnsNoRecords,
+        ] {
+            let response = ProxyError::from(kind).into_response();
+            assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+            assert_eq!(response.headers()[RETRY_AFTER], "5", "{kind:?}");
+        }
+        let response = ProxyError::from(ErrorKind::ConnectRefused).into_response();
+        assert!(response.headers().get(RETRY_AFTER).is_none());
+    }
+
+    #[test]
+    fn the_cause_is_the_source_and_its_chain_is_one_line() {
+        let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "refused here");
+        let error = ProxyError::new(ErrorKind::ConnectRefused, Outer(refused));
+        assert_eq!(error.source().unwrap().to_string(), "outer");
+        assert_eq!(error.cause_text().as_deref(), Some("outer: refused here"));
+        assert_eq!(ProxyError::from(ErrorKind::NoHost).cause_text(), None);
+    }
+
+    #[test]
+    fn a_source_is_found_by_its_type() {
+        let outer = Outer(io::Error::new(io::ErrorKind::TimedOut, "slow"));
+        let found = find_source::<io::Error>(&outer).map(io::Error::kind);
+        assert_eq!(found, Some(io::ErrorKind::TimedOut));
+        assert!(find_source::<Outer>(&outer).is_some(), "the error itself");
+        assert!(find_source::<Showing>(&outer).is_none());
+    }
+
+    #[test]
+    fn a_source_already_shown_is_not_repeated() {
+        let inner = io::Error::other("inner");
+        assert_eq!(describe(&Showing(inner)), "outer showing its source: inner");
+    }
+
+    #[test]
+    fn connect_failures_and_lost_requests_are_told_apart() {
+        let connect = [
+            ErrorKind::ConnectRefused,
+            ErrorKind::ConnectTimeout,
+            ErrorKind::ConnectFailed,
+            ErrorKind::TlsHandshake,
+            ErrorKind::DnsFailure,
+        ];
+        for kind in connect {
+            assert!(ProxyError::from(kind).is_connect_failure(), "{kind:?}");
+            assert!(!ProxyError::from(kind).is_lost_before_answer(), "{kind:?}");
+        }
+        for kind in [
+            ErrorKind::DnsNoRecords,
+            ErrorKind::NotHttp,
+            ErrorKind::UpstreamTimeout,
+            ErrorKind::NoUpstream,
+        ] {
+            assert!(!ProxyError::from(kind).is_connect_failure(), "{kind:?}");
+            assert!(!ProxyError::from(kind).is_lost_before_answer(), "{kind:?}");
+        }
+        let reset = ProxyError::from(ErrorKind::ResetBeforeResponse);
+        assert!(reset.is_lost_before_answer() && !reset.is_connect_failure());
     }
 }

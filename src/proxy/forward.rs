@@ -16,10 +16,10 @@ use hyper_util::rt::TokioIo;
 use super::access_log::AccessRecord;
 use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
-use super::error::ProxyError;
+use super::error::{find_source, ErrorKind, ProxyError};
 use super::headers::{self, PeerInfo};
 use super::request_body::UpstreamBody;
-use crate::connect::{connect_error, ConnectError, UpstreamClient, UpstreamResponse};
+use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
 use crate::resolve::ResolveHints;
 use crate::routes::{normalize_host, Location, RouteMiss, RouteTable, Router};
 use crate::upstream::{Endpoint, InFlight};
@@ -53,13 +53,17 @@ pub async fn handle(
         host: client_host(&request),
         uri: request.uri().clone(),
         status: StatusCode::OK,
+        location: None,
         upstream: None,
+        attempt: 0,
         error: None,
+        cause: None,
     });
     let response = match handle_inner(&state, &peer, request, &mut record).await {
         Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
         Err(error) => {
             record.error = Some(error.reason());
+            record.cause = error.cause_text();
             error.into_response()
         }
     };
@@ -73,25 +77,25 @@ async fn handle_inner(
     mut request: Request<Incoming>,
     record: &mut AccessRecord,
 ) -> Result<(UpstreamResponse, InFlight), ProxyError> {
-    let host = record.host.clone().ok_or(ProxyError::MissingHost)?;
+    let host = record.host.clone().ok_or(ErrorKind::MissingHost)?;
     if header_bytes(&request) > MAX_HEADER_BYTES {
-        return Err(ProxyError::HeadersTooLarge);
+        return Err(ErrorKind::HeadersTooLarge.into());
     }
     let mut buffer = [0; crate::routes::MAX_HOST_LEN];
     let host_key = host
         .to_str()
         .ok()
         .and_then(|raw| normalize_host(raw, &mut buffer))
-        .ok_or(ProxyError::MissingHost)?;
+        .ok_or_else(|| ProxyError::new(ErrorKind::BadHost, NotAHostName(host.clone())))?;
     let client_uri = record.uri.clone();
     let wanted = Wanted {
         host: host_key,
         uri: &client_uri,
         deadline: tokio::time::Instant::now() + state.upstream_wait,
     };
-    let (first, route) = choose_endpoint(state, &wanted)
-        .await?
-        .ok_or(ProxyError::NoUpstream)?;
+    let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
+        return Err(nothing_to_serve(&state.router, &wanted));
+    };
 
     let upgrade = headers::requested_upgrade(request.headers());
     let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
@@ -109,14 +113,16 @@ async fn handle_inner(
     let mut endpoint = first;
     let (mut response, in_flight) = loop {
         record.upstream = Some(endpoint.clone());
+        record.attempt += 1;
         let in_flight = endpoint.state.start_request();
         let request = head.request_to(&endpoint, sending.body_for_try());
         let result = send(state, &endpoint, request).await;
         let again = match &result {
             Ok(response) => tries.after_answer(&route, &sending, &head.method, response.status()),
             Err(error) => {
-                note_failure(state, &endpoint, *error);
-                tries.after_failure(&route, &sending, &head.method, *error)
+                record.log_failed_try(&route.location, error);
+                note_failure(state, &endpoint, error);
+                tries.after_failure(&route, &sending, &head.method, error)
             }
         };
         if !matches!(again, Again::No) {
@@ -158,6 +164,7 @@ async fn handle_inner(
             endpoint.state.start_request(),
         ));
     }
+    record.location = Some(route.location);
     Ok((response, in_flight))
 }
 
@@ -171,7 +178,7 @@ struct Wanted<'a> {
 
 /// A failed connect counts against the endpoint's health, and makes the
 /// name it came from be resolved again.
-fn note_failure(state: &ProxyState, endpoint: &Endpoint, error: ProxyError) {
+fn note_failure(state: &ProxyState, endpoint: &Endpoint, error: &ProxyError) {
     if !error.is_connect_failure() {
         return;
     }
@@ -179,6 +186,26 @@ fn note_failure(state: &ProxyState, endpoint: &Endpoint, error: ProxyError) {
     if let Some(name) = endpoint.resolved_from() {
         state.resolve_hints.failed_connect(name);
     }
+}
+
+/// Why the wait for an upstream ended without one: the location's names
+/// have no address (yet), or it has no upstream at all (its containers are
+/// stopped, paused, starting, unhealthy, unreachable, or in their grace
+/// period).
+fn nothing_to_serve(router: &Router, wanted: &Wanted<'_>) -> ProxyError {
+    let table = router.current();
+    let location = match find(&table, wanted) {
+        Ok(location) => location,
+        Err(error) => return error,
+    };
+    let names = location.upstreams.names();
+    if names.is_empty() {
+        return ErrorKind::NoHealthyUpstream.into();
+    }
+    ProxyError::new(
+        ErrorKind::NoUpstream,
+        format!("no address for {}", names.join(", ")),
+    )
 }
 
 /// Picks an endpoint for the request's location. When there is none, has
@@ -266,8 +293,8 @@ fn find<'t>(table: &'t RouteTable, wanted: &Wanted<'_>) -> Result<&'t Location, 
     table
         .find(wanted.host, wanted.uri.path())
         .map_err(|miss| match miss {
-            RouteMiss::NoHost => ProxyError::NoHost,
-            RouteMiss::NoLocation => ProxyError::NoLocation,
+            RouteMiss::NoHost => ErrorKind::NoHost.into(),
+            RouteMiss::NoLocation => ErrorKind::NoLocation.into(),
         })
 }
 
@@ -278,8 +305,14 @@ async fn send(
 ) -> Result<UpstreamResponse, ProxyError> {
     let sent = state.client.send(endpoint, request);
     match tokio::time::timeout(state.upstream_timeout, sent).await {
-        Err(_) => Err(ProxyError::UpstreamTimeout),
-        Ok(Err(error)) => Err(classify(&error)),
+        Err(_) => Err(ProxyError::new(
+            ErrorKind::UpstreamTimeout,
+            format!(
+                "no response head within {:?} (--upstream-timeout)",
+                state.upstream_timeout
+            ),
+        )),
+        Ok(Err(error)) => Err(classify(error)),
         Ok(Ok(response)) => Ok(response),
     }
 }
@@ -322,16 +355,31 @@ fn prepare_head(
     headers.insert(header::HOST, host);
 }
 
-fn classify(error: &hyper_util::client::legacy::Error) -> ProxyError {
-    match connect_error(error) {
-        Some(ConnectError::Refused) => ProxyError::ConnectRefused,
-        Some(ConnectError::TimedOut) => ProxyError::ConnectTimeout,
-        Some(ConnectError::Unavailable) => ProxyError::NoUpstream,
-        Some(_) => ProxyError::ConnectFailed,
-        None if error.is_connect() => ProxyError::ConnectFailed,
-        None => ProxyError::BadResponse,
-    }
+/// The kind of a failed send, the client's error kept as its cause. A
+/// connect error says what failed; past connecting, an answer hyper could
+/// not parse is not HTTP, and anything else ended the connection before the
+/// response head (closed, reset, an HTTP/2 stream reset).
+fn classify(error: hyper_util::client::legacy::Error) -> ProxyError {
+    let kind = match find_source::<ConnectError>(&error) {
+        Some(ConnectError::Refused) => ErrorKind::ConnectRefused,
+        Some(ConnectError::TimedOut(_)) => ErrorKind::ConnectTimeout,
+        Some(ConnectError::Handshake(_)) => ErrorKind::TlsHandshake,
+        Some(ConnectError::NoTargets(_)) => ErrorKind::DnsNoRecords,
+        Some(ConnectError::Lookup { .. }) => ErrorKind::DnsFailure,
+        Some(ConnectError::Failed(_) | ConnectError::NoAddress) => ErrorKind::ConnectFailed,
+        None if error.is_connect() => ErrorKind::ConnectFailed,
+        None if find_source::<hyper::Error>(&error).is_some_and(hyper::Error::is_parse) => {
+            ErrorKind::NotHttp
+        }
+        None => ErrorKind::ResetBeforeResponse,
+    };
+    ProxyError::new(kind, error)
 }
+
+/// A `Host` the router can't match, kept as the cause of `bad_host`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not a host name")]
+struct NotAHostName(HeaderValue);
 
 /// Copies bytes both ways between the client and the upstream once both sides
 /// have switched protocols; ends when either side closes. The connection

@@ -14,6 +14,6 @@ pub mod rewrite;
 mod server;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;
-pub use error::{ProxyError, ERROR_HEADER};
+pub use error::{ErrorKind, ProxyError, ERROR_HEADER, RETRY_AFTER_SECS};
 pub use forward::{ProxyState, MAX_HEADER_BYTES};
 pub use server::{serve, ServerSettings};

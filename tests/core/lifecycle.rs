@@ -154,10 +154,26 @@ async fn without_docker_the_routes_file_is_served_and_docker_is_retried() {
             .header("x-backend"),
         "a"
     );
+    let mut warnings = Vec::new();
     eventually("Docker retried with a warning", || {
-        std::future::ready(process.stdout().matches("Docker unreachable").count() >= 2)
+        warnings = process
+            .events()
+            .into_iter()
+            .filter(|event| {
+                event["level"] == "WARN"
+                    && event["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Docker unreachable"))
+            })
+            .collect();
+        std::future::ready(warnings.len() >= 2)
     })
     .await;
+    // Where Docker was looked for, and why it was not there.
+    assert_eq!(
+        warnings[0]["error"],
+        format!("can't reach Docker at {socket}: no such file (is the socket mounted?)")
+    );
 }
 
 #[tokio::test]

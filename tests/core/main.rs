@@ -5,6 +5,7 @@ mod names;
 mod support;
 mod upstreams;
 
+mod causes;
 mod forwarding;
 mod lifecycle;
 mod protocols;

@@ -257,11 +257,7 @@ async fn srv_upstreams_reach_a_target_of_the_lowest_priority() {
     );
     dns.set_a("node-1.example.test", ["127.0.0.1"], 30);
     dns.set_a("node-2.example.test", ["127.0.0.1"], 30);
-    let routes = json!({"host": {"a.test": {"location": {"/": {"upstream": {
-        "_app._tcp.example.test": {"resolution": {"mode": "srv", "resolver": dns.address().to_string()}}
-    }}}}}})
-    .to_string();
-    let proxy = Proxy::start(&routes).await;
+    let proxy = proxy_to_srv("_app._tcp.example.test", &dns).await;
     for _ in 0..3 {
         assert_eq!(
             answered_by(&proxy).await,
@@ -276,18 +272,38 @@ async fn srv_upstreams_reach_a_target_of_the_lowest_priority() {
     }
 }
 
-#[tokio::test]
-async fn an_srv_service_without_targets_answers_503() {
-    let dns = DnsServer::start().await;
-    dns.set_srv("_none._tcp.example.test", [srv(0, 0, 0, ".")], 30);
+/// A proxy whose one location sends to the SRV `owner`, asking `dns`.
+async fn proxy_to_srv(owner: &str, dns: &DnsServer) -> Proxy {
     let routes = json!({"host": {"a.test": {"location": {"/": {"upstream": {
-        "_none._tcp.example.test": {"resolution": {"mode": "srv", "resolver": dns.address().to_string()}}
+        owner: {"resolution": {"mode": "srv", "resolver": dns.address().to_string()}}
     }}}}}})
     .to_string();
-    let proxy = Proxy::start(&routes).await;
+    Proxy::start(&routes).await
+}
+
+#[tokio::test]
+async fn an_srv_service_without_targets_answers_503_dns_no_records() {
+    let dns = DnsServer::start().await;
+    dns.set_srv("_none._tcp.example.test", [srv(0, 0, 0, ".")], 30);
+    let proxy = proxy_to_srv("_none._tcp.example.test", &dns).await;
     let reply = get(proxy.addr, "a.test", "/").await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
+    assert_eq!(reply.header("x-dockhand-error"), "dns_no_records");
+    assert_eq!(reply.header("retry-after"), "5");
+    // A name that does not exist has no records either.
+    let proxy = proxy_to_srv("_gone._tcp.example.test", &dns).await;
+    let reply = get(proxy.addr, "a.test", "/").await;
+    assert_eq!(reply.header("x-dockhand-error"), "dns_no_records");
+}
+
+#[tokio::test]
+async fn a_failed_srv_lookup_answers_502_dns_failure() {
+    let dns = DnsServer::start().await;
+    dns.set_behaviour("_app._tcp.example.test", Behaviour::ServFail);
+    let proxy = proxy_to_srv("_app._tcp.example.test", &dns).await;
+    let reply = get(proxy.addr, "a.test", "/").await;
+    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(reply.header("x-dockhand-error"), "dns_failure");
 }
 
 /// `a.test` with `/srv` sent to the SRV owner `_app._tcp.example.test`,
@@ -360,7 +376,9 @@ async fn a_dns_server_name_that_does_not_resolve_answers_503_until_it_does_and_o
     let proxy = proxy_with_dns(&routes, &dns, Duration::from_millis(100)).await;
     let reply = get(proxy.addr, "a.test", "/srv").await;
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
+    // The upstream asking that server is left out until it resolves: the
+    // location is known, nothing can serve it now.
+    assert_eq!(reply.header("x-dockhand-error"), "no_healthy_upstream");
     assert_eq!(
         status_and_backend(&proxy, "/plain").await,
         (StatusCode::OK, "plain".into())

@@ -1,5 +1,18 @@
-//! Host and location matching through the real server (MODEL.md's rules), and
-//! round robin over a location's addresses.
+//! Host and location matching through the real server (MODEL.md's rules),
+//! round robin over a location's addresses, and what a location with nothing
+//! to send to answers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use dockhand::config::{
+    Desired, DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId,
+};
+use dockhand::connect::UpstreamClient;
+use dockhand::proxy::{serve, ProxyState, ServerSettings};
+use dockhand::resolve::Unconfigured;
+use dockhand::routes::Router;
+use dockhand::upstream::EndpointRegistry;
 
 use crate::support::*;
 
@@ -100,13 +113,14 @@ async fn an_upstream_written_as_a_name_has_no_address_yet_so_503() {
         "/named": {"upstream": {"app.internal:8080": {}}}
     }}}});
     let settings = dockhand::settings::Settings {
-        upstream_wait: std::time::Duration::from_millis(100),
+        upstream_wait: Duration::from_millis(100),
         ..test_settings()
     };
     let proxy = Proxy::start_with(&routes.to_string(), settings).await;
     let reply = get(proxy.addr, "example.com", "/named").await;
     assert_eq!(reply.status, 503);
     assert_eq!(reply.header("x-dockhand-error"), "no_upstream");
+    assert_eq!(reply.header("retry-after"), "5");
     assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
 }
 
@@ -120,9 +134,67 @@ async fn a_request_waits_for_an_upstream_to_appear() {
     let proxy = Proxy::start(&routes("app.internal:8080")).await;
     // The request finds no address; while it waits, the location gets one.
     let waiting = tokio::spawn(get(proxy.addr, "example.com", "/"));
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
     proxy.write_routes(&routes(&a.addr.to_string()));
     let reply = waiting.await.unwrap();
     assert_eq!(reply.status, 200);
     assert_eq!(reply.header("x-backend"), "a");
+}
+
+/// A location as the Docker provider publishes one whose containers can't
+/// serve (stopped, paused, starting, unhealthy, on no shared network): no
+/// upstream at all. A routes file can't write one, so the router is fed
+/// directly and served by the real server.
+#[tokio::test]
+async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
+    let registry = Arc::new(EndpointRegistry::new());
+    let router = Arc::new(Router::new(registry.clone(), Duration::from_secs(5)));
+    let stopped = LocationConfig {
+        prefix: "/".into(),
+        load_balancing: Default::default(),
+        retry: None,
+        rewrite: None,
+        health_check: Default::default(),
+        upstreams: Vec::new(),
+        upstreams_move: true,
+    };
+    let hosts = vec![HostConfig {
+        pattern: HostPattern::Exact("app.test".into()),
+        health_check: Default::default(),
+        locations: vec![stopped],
+    }];
+    router.publish(
+        ProviderId::Docker,
+        Desired {
+            hosts: DesiredHosts { hosts },
+            diagnostics: Vec::new(),
+            container_addresses: Default::default(),
+        },
+    );
+    let state = Arc::new(ProxyState {
+        router,
+        client: UpstreamClient::new(
+            Duration::from_secs(1),
+            registry,
+            Arc::new(Unconfigured("no DNS in this test".into())),
+        ),
+        resolve_hints: Arc::new(()),
+        upstream_timeout: Duration::from_secs(5),
+        upstream_wait: Duration::from_millis(100),
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let settings = ServerSettings {
+        header_read_timeout: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_secs(1),
+        trusted_proxies: Vec::new(),
+    };
+    let server = tokio::spawn(serve(listener, state, settings, std::future::pending()));
+
+    let reply = get(addr, "app.test", "/").await;
+    assert_eq!(reply.status, 503);
+    assert_eq!(reply.header("x-dockhand-error"), "no_healthy_upstream");
+    assert_eq!(reply.header("retry-after"), "5");
+    assert_eq!(get(addr, "other.test", "/").await.status, 404);
+    server.abort();
 }

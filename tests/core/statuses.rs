@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use http::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::net::{TcpSocket, TcpStream};
 
 use dockhand::settings::Settings;
 
@@ -33,31 +33,13 @@ async fn through_proxy_to(upstream: std::net::SocketAddr) -> Reply {
     get(proxy.addr, "example.com", "/").await
 }
 
-/// An upstream that reads each request, then answers with `respond`.
-async fn raw_upstream<F, Fut>(respond: F) -> std::net::SocketAddr
-where
-    F: Fn(TcpStream) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = ()> + Send,
-{
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let mut buffer = [0; 1024];
-            let _ = stream.read(&mut buffer).await;
-            respond(stream).await;
-        }
-    });
-    addr
-}
-
 #[tokio::test]
 async fn an_answer_that_is_not_http_is_502() {
     let addr = raw_upstream(|mut stream| async move {
         let _ = stream.write_all(b"SMTP ready\r\n\r\n").await;
     })
     .await;
-    assert_own_status(&through_proxy_to(addr).await, 502, "bad_response");
+    assert_own_status(&through_proxy_to(addr).await, 502, "not_http");
 }
 
 #[tokio::test]
@@ -68,7 +50,13 @@ async fn a_connection_reset_before_the_answer_is_502() {
         drop(stream);
     })
     .await;
-    assert_own_status(&through_proxy_to(addr).await, 502, "bad_response");
+    assert_own_status(&through_proxy_to(addr).await, 502, "reset_before_response");
+}
+
+#[tokio::test]
+async fn a_connection_closed_before_the_answer_is_502() {
+    let addr = raw_upstream(|stream| async move { drop(stream) }).await;
+    assert_own_status(&through_proxy_to(addr).await, 502, "reset_before_response");
 }
 
 #[tokio::test]
@@ -142,6 +130,22 @@ async fn a_request_without_host_is_400() {
     );
     let answer = raw_exchange(proxy.addr, b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n").await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
+
+#[tokio::test]
+async fn a_host_that_is_not_a_host_name_is_400_bad_host() {
+    let backend = Backend::echo("a").await;
+    let proxy = Proxy::start(&one_route("*", backend.addr)).await;
+    for host in ["a:b:c", "example.com:http", ""] {
+        let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        let answer = raw_exchange(proxy.addr, request.as_bytes()).await;
+        assert!(answer.starts_with("HTTP/1.1 400"), "{host:?}: {answer}");
+        assert!(
+            answer.contains("x-dockhand-error: bad_host"),
+            "{host:?}: {answer}"
+        );
+    }
+    assert_eq!(backend.connection_count(), 0);
 }
 
 #[tokio::test]

@@ -124,6 +124,26 @@ impl Drop for Backend {
     }
 }
 
+/// An upstream below HTTP: it reads each request, then does `respond` with
+/// the connection (answer bytes that are not HTTP, close, reset...).
+pub async fn raw_upstream<F, Fut>(respond: F) -> SocketAddr
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    use tokio::io::AsyncReadExt;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut buffer = [0; 1024];
+            let _ = stream.read(&mut buffer).await;
+            respond(stream).await;
+        }
+    });
+    addr
+}
+
 /// `{"host": {HOST: {"location": {"/": {"upstream": {ADDR: {}}}}}}}`
 pub fn one_route(host: &str, upstream: SocketAddr) -> String {
     serde_json::json!({"host": {host: {"location": {"/": {"upstream": {upstream.to_string(): {}}}}}}})
@@ -388,6 +408,38 @@ impl ProxyProcess {
 
     pub fn stdout(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("stdout.log")).unwrap()
+    }
+
+    /// The JSON events logged so far, in order.
+    pub fn events(&self) -> Vec<serde_json::Value> {
+        self.stdout()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// The access-log event of the first request to `host`, once written.
+    pub async fn access_event(&self, host: &str) -> serde_json::Value {
+        let mut found = None;
+        eventually(&format!("the access-log event for {host}"), || {
+            found = self
+                .events()
+                .into_iter()
+                .find(|event| event["target"] == "dockhand::access" && event["host"] == host);
+            std::future::ready(found.is_some())
+        })
+        .await;
+        found.unwrap()
+    }
+
+    /// The WARN events with `message` logged so far about requests to `host`.
+    pub fn warnings(&self, message: &str, host: &str) -> Vec<serde_json::Value> {
+        self.events()
+            .into_iter()
+            .filter(|event| {
+                event["level"] == "WARN" && event["message"] == message && event["host"] == host
+            })
+            .collect()
     }
 
     /// The process's peak resident memory, from `/proc`.

@@ -59,11 +59,20 @@ impl TestCa {
 
     /// A leaf for `name` (a DNS name, or an IP address for an IP SAN), signed by this CA.
     pub fn leaf(&self, name: &str) -> ServerIdentity {
+        self.signed_leaf(CertificateParams::new(vec![name.to_owned()]).unwrap())
+    }
+
+    /// A leaf for `name` signed by this CA that was valid during 2000 only.
+    pub fn expired_leaf(&self, name: &str) -> ServerIdentity {
+        let mut params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        self.signed_leaf(params)
+    }
+
+    fn signed_leaf(&self, params: CertificateParams) -> ServerIdentity {
         let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec![name.to_owned()])
-            .unwrap()
-            .signed_by(&key, &self.issuer)
-            .unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
         ServerIdentity {
             chain: vec![cert.der().clone(), self.issuer.der().clone()],
             key: private_key(&key),

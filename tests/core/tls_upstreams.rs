@@ -79,9 +79,7 @@ async fn an_untrusted_certificate_with_verify_is_a_502() {
         json!({"tls": true, "sni": "api.example.test", "verify": true}),
     )
     .await;
-    let reply = get(dockhand.process.addr, "a.test", "/").await;
-    assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
-    assert_eq!(reply.header("x-dockhand-error"), "connect_failed");
+    assert_refused_handshake(&dockhand, "UnknownIssuer").await;
 }
 
 #[tokio::test]
@@ -94,8 +92,35 @@ async fn a_certificate_for_another_name_with_verify_is_a_502() {
         json!({"tls": true, "sni": "api.example.test", "verify": true}),
     )
     .await;
+    assert_refused_handshake(&dockhand, "not valid for name").await;
+}
+
+#[tokio::test]
+async fn an_expired_certificate_with_verify_is_a_502() {
+    let ca = TestCa::new("test ca");
+    let backend = backend_for(&ca.expired_leaf("api.example.test")).await;
+    let dockhand = proxy(
+        &ca,
+        backend,
+        json!({"tls": true, "sni": "api.example.test", "verify": true}),
+    )
+    .await;
+    assert_refused_handshake(&dockhand, "certificate expired").await;
+}
+
+/// A request to `a.test` fails its TLS handshake: 502 `tls_handshake`, with
+/// rustls' reason (`because`) in the access log's cause.
+async fn assert_refused_handshake(dockhand: &TrustingProxy, because: &str) {
     let reply = get(dockhand.process.addr, "a.test", "/").await;
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(reply.header("x-dockhand-error"), "tls_handshake");
+    let access = dockhand.process.access_event("a.test").await;
+    assert_eq!(access["error"], "tls_handshake");
+    let cause = access["cause"].as_str().unwrap_or_default();
+    assert!(
+        cause.contains("certificate was refused") && cause.contains(because),
+        "{cause}"
+    );
 }
 
 #[tokio::test]
@@ -138,5 +163,5 @@ async fn srv_upstreams_send_the_owner_or_the_target_as_server_name() {
     let owner = proxy_to(&ca, "api.srv.example.test", settings("owner")).await;
     let reply = get(owner.process.addr, "a.test", "/").await;
     assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
-    assert_eq!(reply.header("x-dockhand-error"), "connect_failed");
+    assert_eq!(reply.header("x-dockhand-error"), "tls_handshake");
 }

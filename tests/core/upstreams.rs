@@ -43,7 +43,7 @@ async fn answering(name: &'static str, status: StatusCode) -> (Backend, Arc<Atom
 
 /// An upstream that reads one request per connection, writes `answer` as
 /// it is, and closes the connection; counts the connections it accepted.
-async fn raw_upstream(
+async fn counting_raw_upstream(
     answer: &'static [u8],
 ) -> (SocketAddr, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -370,7 +370,7 @@ async fn without_retry_a_request_is_sent_once() {
 async fn a_pooled_connection_the_upstream_closed_is_replaced() {
     // The upstream closes each connection right after answering, without saying so.
     let (addr, accepted, server) =
-        raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
+        counting_raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok").await;
     let proxy = Proxy::start(&routes(json!({"upstream": {addr.to_string(): {}}}))).await;
     for _ in 0..5 {
         let reply = get(proxy.addr, "a.test", "/").await;
@@ -436,7 +436,7 @@ async fn headers_add_replaces_request_headers_host_included() {
 async fn nothing_is_retried_once_the_response_has_started() {
     // Answers 200 with half its body, then drops the connection.
     let (addr, accepted, server) =
-        raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhalf").await;
+        counting_raw_upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nhalf").await;
     let (other, other_hits) = answering("other", StatusCode::OK).await;
     let proxy = Proxy::start(&routes(json!({
         "retry": {"attempts": 3, "on": ["connect", "502", "503", "504"]},

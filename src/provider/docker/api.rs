@@ -1,10 +1,17 @@
 //! The narrow view of the Docker Engine API that the provider needs: list
 //! container ids, inspect one container, follow events. Only GET calls, so
 //! dockhand runs behind a socket proxy that forbids everything else. The real
-//! implementation is bollard; unit tests feed the trait with fakes.
+//! implementation is bollard; unit tests feed the trait with fakes. When the
+//! engine can't be reached, the error says where it was looked for and why,
+//! in words that say what to do.
 
 use std::collections::HashMap;
+use std::error::Error;
+use std::fmt;
 use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::os::unix::fs::MetadataExt;
 use std::pin::Pin;
 
 use bollard::query_parameters::{
@@ -22,15 +29,116 @@ const REQUEST_TIMEOUT_SECS: u64 = 30;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DockerError {
-    #[error("can't reach Docker at {endpoint}: {source}")]
+    #[error("can't reach Docker at {endpoint}: {reason}")]
     Connect {
         endpoint: String,
+        reason: Unreachable,
+        #[source]
         source: bollard::errors::Error,
     },
     #[error("Docker API call failed: {0}")]
     Api(#[from] bollard::errors::Error),
     #[error("the Docker event stream ended")]
     EventsEnded,
+}
+
+/// Why the engine could not be reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unreachable {
+    /// No socket at the path.
+    NoSocket,
+    /// The socket is there, its permissions keep dockhand out.
+    PermissionDenied {
+        socket_group: Option<u32>,
+    },
+    Refused,
+    /// A `tcp://` host whose name does not resolve.
+    NameNotFound(String),
+    TimedOut,
+    /// Anything else, as the error said it.
+    Other(String),
+}
+
+impl fmt::Display for Unreachable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreachable::NoSocket => f.write_str("no such file (is the socket mounted?)"),
+            Unreachable::PermissionDenied {
+                socket_group: Some(group),
+            } => write!(
+                f,
+                "permission denied (run with --group-add {group}, the socket's group, or as root)"
+            ),
+            Unreachable::PermissionDenied { socket_group: None } => f.write_str(
+                "permission denied (run with --group-add <the socket's group id> or as root)",
+            ),
+            Unreachable::Refused => {
+                f.write_str("connection refused (is the Docker engine running?)")
+            }
+            Unreachable::NameNotFound(name) => write!(f, "name not found: {name} does not resolve"),
+            Unreachable::TimedOut => f.write_str("timed out"),
+            Unreachable::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+impl Unreachable {
+    /// Why `error` kept dockhand from `host`: bollard's own error, or the
+    /// I/O error in its sources. The socket's group and whether a name
+    /// resolves are looked up to say so.
+    pub async fn diagnose(host: &DockerHost, error: &bollard::errors::Error) -> Unreachable {
+        use bollard::errors::Error as Bollard;
+        match error {
+            Bollard::SocketNotFoundError(_) => return Unreachable::NoSocket,
+            Bollard::RequestTimeoutError => return Unreachable::TimedOut,
+            _ => {}
+        }
+        let io = io_error_in(error);
+        match io.map(io::Error::kind) {
+            Some(io::ErrorKind::NotFound) => Unreachable::NoSocket,
+            Some(io::ErrorKind::PermissionDenied) => Unreachable::PermissionDenied {
+                socket_group: socket_group(host).await,
+            },
+            Some(io::ErrorKind::ConnectionRefused) => Unreachable::Refused,
+            Some(io::ErrorKind::TimedOut) => Unreachable::TimedOut,
+            _ => match host {
+                DockerHost::Tcp { host: name, port } if !resolves(name, *port).await => {
+                    Unreachable::NameNotFound(name.clone())
+                }
+                _ => Unreachable::Other(io.map_or_else(|| error.to_string(), io::Error::to_string)),
+            },
+        }
+    }
+}
+
+/// The I/O error among `error` and its sources (bollard's `IOError` shows
+/// its own as itself, so it is asked directly).
+fn io_error_in(error: &bollard::errors::Error) -> Option<&io::Error> {
+    let mut link: Option<&(dyn Error + 'static)> = Some(error);
+    while let Some(current) = link {
+        if let Some(io) = current.downcast_ref::<io::Error>() {
+            return Some(io);
+        }
+        if let Some(bollard::errors::Error::IOError { err }) =
+            current.downcast_ref::<bollard::errors::Error>()
+        {
+            return Some(err);
+        }
+        link = current.source();
+    }
+    None
+}
+
+/// The group owning a unix socket, for the `--group-add` that lets dockhand in.
+async fn socket_group(host: &DockerHost) -> Option<u32> {
+    let DockerHost::Unix(path) = host else {
+        return None;
+    };
+    tokio::fs::metadata(path).await.ok().map(|meta| meta.gid())
+}
+
+async fn resolves(name: &str, port: u16) -> bool {
+    name.parse::<IpAddr>().is_ok() || tokio::net::lookup_host((name, port)).await.is_ok()
 }
 
 /// A change Docker reports; only ever a hint to re-inspect `container`.
@@ -85,16 +193,18 @@ impl BollardApi {
                 Docker::connect_with_http(&host.to_string(), REQUEST_TIMEOUT_SECS, version)
             }
         };
-        let connect_error = |source| DockerError::Connect {
-            endpoint: host.to_string(),
-            source,
+        let negotiated = match docker {
+            Ok(docker) => docker.negotiate_version().await,
+            Err(error) => Err(error),
         };
-        let docker = docker
-            .map_err(connect_error)?
-            .negotiate_version()
-            .await
-            .map_err(connect_error)?;
-        Ok(BollardApi { docker })
+        match negotiated {
+            Ok(docker) => Ok(BollardApi { docker }),
+            Err(source) => Err(DockerError::Connect {
+                endpoint: host.to_string(),
+                reason: Unreachable::diagnose(host, &source).await,
+                source,
+            }),
+        }
     }
 }
 
@@ -194,6 +304,163 @@ fn is_stopping_signal(signal: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn unix(path: &Path) -> DockerHost {
+        DockerHost::Unix(path.to_owned())
+    }
+
+    fn io_failure(kind: io::ErrorKind) -> bollard::errors::Error {
+        bollard::errors::Error::IOError {
+            err: io::Error::from(kind),
+        }
+    }
+
+    /// What connecting to `host` fails with, and the error's text.
+    async fn unreachable(host: &DockerHost) -> (Unreachable, String) {
+        match BollardApi::connect(host).await {
+            Ok(_) => panic!("{host} answered"),
+            Err(error) => {
+                let text = error.to_string();
+                match error {
+                    DockerError::Connect { reason, .. } => (reason, text),
+                    other => panic!("not a connect error: {other}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn each_reason_says_what_to_do() {
+        let cases = [
+            (
+                Unreachable::NoSocket,
+                "no such file (is the socket mounted?)",
+            ),
+            (
+                Unreachable::PermissionDenied {
+                    socket_group: Some(998),
+                },
+                "permission denied (run with --group-add 998, the socket's group, or as root)",
+            ),
+            (
+                Unreachable::PermissionDenied { socket_group: None },
+                "permission denied (run with --group-add <the socket's group id> or as root)",
+            ),
+            (
+                Unreachable::Refused,
+                "connection refused (is the Docker engine running?)",
+            ),
+            (
+                Unreachable::NameNotFound("docker.internal".into()),
+                "name not found: docker.internal does not resolve",
+            ),
+        ];
+        for (reason, text) in cases {
+            assert_eq!(reason.to_string(), text);
+        }
+    }
+
+    #[tokio::test]
+    async fn io_errors_are_found_by_their_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("docker.sock");
+        std::fs::write(&socket, "").unwrap();
+        let group = std::fs::metadata(&socket).unwrap().gid();
+        let host = unix(&socket);
+        let cases = [
+            (io::ErrorKind::NotFound, Unreachable::NoSocket),
+            (
+                io::ErrorKind::PermissionDenied,
+                Unreachable::PermissionDenied {
+                    socket_group: Some(group),
+                },
+            ),
+            (io::ErrorKind::ConnectionRefused, Unreachable::Refused),
+            (io::ErrorKind::TimedOut, Unreachable::TimedOut),
+        ];
+        for (kind, expected) in cases {
+            let diagnosed = Unreachable::diagnose(&host, &io_failure(kind)).await;
+            assert_eq!(diagnosed, expected, "{kind:?}");
+        }
+        let missing = bollard::errors::Error::SocketNotFoundError("/nowhere".into());
+        assert_eq!(
+            Unreachable::diagnose(&host, &missing).await,
+            Unreachable::NoSocket
+        );
+    }
+
+    #[tokio::test]
+    async fn a_missing_socket_is_named_with_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("docker.sock");
+        let (reason, text) = unreachable(&unix(&socket)).await;
+        assert_eq!(reason, Unreachable::NoSocket);
+        assert_eq!(
+            text,
+            format!(
+                "can't reach Docker at unix://{}: no such file (is the socket mounted?)",
+                socket.display()
+            )
+        );
+    }
+
+    #[tokio::test]
+    async fn a_socket_nothing_listens_on_refuses() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("docker.sock");
+        // The file stays after its listener is gone.
+        drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+        let (reason, _) = unreachable(&unix(&socket)).await;
+        assert_eq!(reason, Unreachable::Refused);
+    }
+
+    #[tokio::test]
+    async fn a_tcp_port_nothing_listens_on_refuses() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let host = DockerHost::Tcp {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        let (reason, text) = unreachable(&host).await;
+        assert_eq!(reason, Unreachable::Refused);
+        assert!(text.starts_with(&format!("can't reach Docker at tcp://127.0.0.1:{port}: ")));
+    }
+
+    #[tokio::test]
+    async fn a_socket_without_permission_names_its_group() {
+        if running_as_root() {
+            // Root connects whatever the socket's mode: nothing to see.
+            return;
+        }
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let socket: PathBuf = dir.path().join("docker.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let group = std::fs::metadata(&socket).unwrap().gid();
+        let (reason, _) = unreachable(&unix(&socket)).await;
+        assert_eq!(
+            reason,
+            Unreachable::PermissionDenied {
+                socket_group: Some(group)
+            }
+        );
+    }
+
+    fn running_as_root() -> bool {
+        std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().nth(1))
+                == Some("0")
+        })
+    }
 
     #[test]
     fn container_actions() {

@@ -13,7 +13,9 @@ mod api;
 mod facts;
 mod self_container;
 
-pub use api::{BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream};
+pub use api::{
+    BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream, Unreachable,
+};
 
 #[cfg(test)]
 mod tests;
