@@ -16,40 +16,13 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use super::connection::{Stream, UpstreamConnection};
+use super::error::ConnectError;
 use super::srv::SrvResolvers;
 use super::tls::{handshake, system_roots, ClientConfigs, TlsHandshakeError, TlsSettings};
 use crate::config::{SrvResolution, TlsServerName};
 use crate::resolve::srv::{dial, dial_rng};
 use crate::resolve::{SrvConnection, SrvDialError};
 use crate::upstream::{Destination, EndpointRegistry, Transport};
-
-/// Why a connection to an upstream could not be opened. Every variant means
-/// nothing of the request was sent.
-#[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
-    #[error("connection refused")]
-    Refused,
-    /// `--connect-timeout` ran out during what is named.
-    #[error("{0} timed out")]
-    TimedOut(&'static str),
-    #[error("connect failed")]
-    Failed(#[source] io::Error),
-    #[error(transparent)]
-    Handshake(#[from] TlsHandshakeError),
-    /// The SRV owner has no records, or only `.` as its target.
-    #[error("the SRV service {0} has no targets")]
-    NoTargets(String),
-    /// A lookup needed to connect failed: the SRV owner's or a target's, or
-    /// that of the DNS server to ask.
-    #[error("DNS lookup of {name}")]
-    Lookup {
-        name: String,
-        #[source]
-        error: Box<dyn std::error::Error + Send + Sync>,
-    },
-    #[error("upstream URI has no address")]
-    NoAddress,
-}
 
 /// What a pool's connections have in common: the transport, and where they
 /// go. HTTP/1.1 in cleartext shares one pool for every address (the URI says

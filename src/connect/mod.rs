@@ -2,14 +2,16 @@
 //! opening one connection within the connect timeout (`dial`), dialing SRV
 //! owners through their cached answers (`srv`), upstream TLS as a client
 //! (`tls`; serving TLS to clients is not this module's), and the connection
-//! type the pools hold (`connection`). It decides nothing about which
+//! type the pools hold (`connection`), and why connecting failed (`error`). It decides nothing about which
 //! upstream a request goes to (`upstream`, `proxy` do).
 
 mod connection;
 mod dial;
+mod error;
 mod pool;
 mod srv;
 pub mod tls;
 
-pub use dial::{connect_tcp, ConnectError, Connector};
+pub use dial::{connect_tcp, Connector};
+pub use error::ConnectError;
 pub use pool::{authority_is_address, UpstreamClient, UpstreamResponse};

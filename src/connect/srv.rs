@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::dial::ConnectError;
+use super::error::ConnectError;
 use crate::config::{DnsServer, SrvResolution};
 use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvResolver};
 use crate::sync::lock;

@@ -28,7 +28,7 @@ pub struct AccessRecord {
     pub uri: Uri,
     pub status: StatusCode,
     /// The matched location's prefix, once the request was sent upstream.
-    pub location: Option<Box<str>>,
+    pub location: Option<Arc<str>>,
     /// The last upstream the request was sent to.
     pub upstream: Option<Arc<Endpoint>>,
     /// Tries made so far (1 for the first).

@@ -28,7 +28,7 @@ const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 /// What the matched location decided for the whole request.
 pub(super) struct RequestPlan {
     /// The matched location's prefix, for the log.
-    pub(super) location: Box<str>,
+    pub(super) location: Arc<str>,
     pub(super) follows_moves: bool,
     pub(super) retry: Option<Arc<Retry>>,
     /// The path and query the upstream receives.

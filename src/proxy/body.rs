@@ -35,10 +35,6 @@ impl ProxyBody {
         ProxyBody::new(Inner::Message(Some(text)), None)
     }
 
-    pub fn empty() -> ProxyBody {
-        ProxyBody::new(Inner::Message(None), None)
-    }
-
     fn new(inner: Inner, in_flight: Option<InFlight>) -> ProxyBody {
         ProxyBody {
             inner,

@@ -13,8 +13,6 @@ use bytes::Bytes;
 use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 
-use super::body::ProxyBody;
-
 pub const ERROR_HEADER: &str = "x-dockhand-error";
 
 /// Seconds a client is asked to wait after a 503. Names are resolved again
@@ -190,10 +188,10 @@ impl ProxyError {
         self.cause.as_deref().map(|cause| describe(cause))
     }
 
-    pub fn into_response(self) -> Response<ProxyBody> {
-        let mut response = Response::new(ProxyBody::message(Bytes::from_static(
-            self.kind.message().as_bytes(),
-        )));
+    /// The response dockhand answers, its one-line message wrapped by `body`
+    /// in the body type of the caller.
+    pub fn into_response<B>(self, body: impl FnOnce(Bytes) -> B) -> Response<B> {
+        let mut response = Response::new(body(Bytes::from_static(self.kind.message().as_bytes())));
         let status = self.status();
         *response.status_mut() = status;
         let headers = response.headers_mut();
@@ -310,11 +308,11 @@ mod tests {
             ErrorKind::NoHealthyUpstream,
             ErrorKind::DnsNoRecords,
         ] {
-            let response = ProxyError::from(kind).into_response();
+            let response = ProxyError::from(kind).into_response(|message| message);
             assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
             assert_eq!(response.headers()[RETRY_AFTER], "5", "{kind:?}");
         }
-        let response = ProxyError::from(ErrorKind::ConnectRefused).into_response();
+        let response = ProxyError::from(ErrorKind::ConnectRefused).into_response(|message| message);
         assert!(response.headers().get(RETRY_AFTER).is_none());
     }
 

@@ -64,7 +64,7 @@ pub async fn handle(
         Err(error) => {
             record.error = Some(error.reason());
             record.cause = error.cause_text();
-            error.into_response()
+            error.into_response(ProxyBody::message)
         }
     };
     record.status = response.status();

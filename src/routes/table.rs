@@ -26,7 +26,8 @@ struct HostRoutes {
 
 /// Where a matched request goes.
 pub struct Location {
-    pub prefix: Box<str>,
+    /// Shared with the access records of the requests it serves.
+    pub prefix: Arc<str>,
     pub upstreams: UpstreamSet,
     /// Its provider says its upstreams move (containers): a request that
     /// loses one waits for the next table.

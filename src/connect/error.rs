@@ -1,0 +1,34 @@
+//! Why a connection to an upstream could not be opened, with the error
+//! underneath; the proxy turns each into its status.
+
+use std::io;
+
+use super::tls::TlsHandshakeError;
+
+/// Why a connection to an upstream could not be opened. Every variant means
+/// nothing of the request was sent.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("connection refused")]
+    Refused,
+    /// `--connect-timeout` ran out during what is named.
+    #[error("{0} timed out")]
+    TimedOut(&'static str),
+    #[error("connect failed")]
+    Failed(#[source] io::Error),
+    #[error(transparent)]
+    Handshake(#[from] TlsHandshakeError),
+    /// The SRV owner has no records, or only `.` as its target.
+    #[error("the SRV service {0} has no targets")]
+    NoTargets(String),
+    /// A lookup needed to connect failed: the SRV owner's or a target's, or
+    /// that of the DNS server to ask.
+    #[error("DNS lookup of {name}")]
+    Lookup {
+        name: String,
+        #[source]
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("upstream URI has no address")]
+    NoAddress,
+}
