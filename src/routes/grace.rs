@@ -5,7 +5,7 @@
 //! then removed. Locations whose upstreams stay put (the routes file) go at
 //! once. One `Grace` per provider, kept by the router.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use tokio::time::{Duration, Instant};
 
@@ -15,9 +15,8 @@ type LocationKey = (HostPattern, String);
 
 pub struct Grace {
     period: Duration,
-    /// What the last published hosts held, by host and prefix.
-    published: BTreeMap<LocationKey, (HostConfig, LocationConfig)>,
-    /// Gone locations still served empty, until their deadline.
+    /// Gone locations still served empty, until their deadline: the host
+    /// without its locations, and the location without its upstreams.
     vanished: BTreeMap<LocationKey, (Instant, HostConfig, LocationConfig)>,
 }
 
@@ -25,49 +24,70 @@ impl Grace {
     pub fn new(period: Duration) -> Grace {
         Grace {
             period,
-            published: BTreeMap::new(),
             vanished: BTreeMap::new(),
         }
     }
 
-    /// `built` plus the locations that vanished less than a period ago.
-    pub fn apply(&mut self, built: DesiredHosts, now: Instant) -> DesiredHosts {
-        let current: BTreeMap<LocationKey, (HostConfig, LocationConfig)> = built
+    /// The provider's hosts went from `before` to `after` at `now`: the
+    /// locations whose upstreams move and that are gone start their grace
+    /// period; those back, or past their deadline, end it.
+    pub fn update(&mut self, before: &DesiredHosts, after: &DesiredHosts, now: Instant) {
+        let present: BTreeSet<(&HostPattern, &str)> = after
             .hosts
             .iter()
             .flat_map(|host| {
-                let moving = host.locations.iter().filter(|l| l.upstreams_move);
-                moving.map(move |location| {
-                    let key = (host.pattern.clone(), location.prefix.clone());
-                    (key, (host.clone(), location.clone()))
-                })
+                let prefixes = host.locations.iter().map(|l| l.prefix.as_str());
+                prefixes.map(move |prefix| (&host.pattern, prefix))
             })
             .collect();
-        for (key, (host, location)) in std::mem::take(&mut self.published) {
-            if !current.contains_key(&key) && !self.vanished.contains_key(&key) {
-                self.vanished
-                    .insert(key, (now + self.period, host, location));
+        for host in &before.hosts {
+            for location in host.locations.iter().filter(|l| l.upstreams_move) {
+                if present.contains(&(&host.pattern, location.prefix.as_str())) {
+                    continue;
+                }
+                let key = (host.pattern.clone(), location.prefix.clone());
+                self.vanished.entry(key).or_insert_with(|| {
+                    let host = HostConfig {
+                        locations: Vec::new(),
+                        ..host.clone()
+                    };
+                    let location = LocationConfig {
+                        upstreams: Vec::new(),
+                        ..location.clone()
+                    };
+                    (now + self.period, host, location)
+                });
             }
         }
-        self.vanished
-            .retain(|key, (deadline, _, _)| *deadline > now && !current.contains_key(key));
-        self.published = current;
+        self.vanished.retain(|(pattern, prefix), (deadline, _, _)| {
+            *deadline > now && !present.contains(&(pattern, prefix.as_str()))
+        });
+    }
 
-        let mut hosts = built.hosts;
+    /// Ends the grace periods that are over by `now`; returns whether any was.
+    pub fn expire(&mut self, now: Instant) -> bool {
+        let before = self.vanished.len();
+        self.vanished.retain(|_, (deadline, _, _)| *deadline > now);
+        self.vanished.len() != before
+    }
+
+    /// `hosts` plus the locations in their grace period, without upstreams;
+    /// `None` when no location is in its grace period (`hosts` as they are).
+    pub fn served(&self, hosts: &DesiredHosts) -> Option<DesiredHosts> {
+        if self.vanished.is_empty() {
+            return None;
+        }
+        let mut served = hosts.clone();
         for ((pattern, _), (_, host, location)) in &self.vanished {
-            let empty = LocationConfig {
-                upstreams: Vec::new(),
-                ..location.clone()
-            };
-            match hosts.iter_mut().find(|h| &h.pattern == pattern) {
-                Some(existing) => existing.locations.push(empty),
-                None => hosts.push(HostConfig {
-                    locations: vec![empty],
+            match served.hosts.iter_mut().find(|h| &h.pattern == pattern) {
+                Some(existing) => existing.locations.push(location.clone()),
+                None => served.hosts.push(HostConfig {
+                    locations: vec![location.clone()],
                     ..host.clone()
                 }),
             }
         }
-        DesiredHosts { hosts }
+        Some(served)
     }
 
     /// When the next vanished location expires, if any does.
@@ -95,8 +115,9 @@ mod tests {
         hosts
     }
 
-    fn shape(desired: &DesiredHosts) -> Vec<(String, String, usize)> {
-        let mut shape: Vec<_> = desired
+    fn shape(grace: &Grace, hosts: &DesiredHosts) -> Vec<(String, String, usize)> {
+        let served = grace.served(hosts).unwrap_or_else(|| hosts.clone());
+        let mut shape: Vec<_> = served
             .hosts
             .iter()
             .flat_map(|h| {
@@ -120,20 +141,22 @@ mod tests {
         );
         let root_only =
             hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#);
-        grace.apply(both.clone(), start);
+        grace.update(&DesiredHosts::default(), &both, start);
+        assert!(grace.served(&both).is_none(), "nothing vanished");
 
-        let kept = grace.apply(root_only.clone(), start + Duration::from_secs(1));
+        grace.update(&both, &root_only, start + Duration::from_secs(1));
         assert_eq!(
-            shape(&kept),
+            shape(&grace, &root_only),
             [
                 ("a.com".into(), "/".into(), 1),
                 ("a.com".into(), "/api".into(), 0)
             ]
         );
         assert_eq!(grace.next_deadline(), Some(start + Duration::from_secs(6)));
+        assert!(!grace.expire(start + Duration::from_secs(5)));
 
-        let expired = grace.apply(root_only, start + Duration::from_secs(7));
-        assert_eq!(shape(&expired), [("a.com".into(), "/".into(), 1)]);
+        assert!(grace.expire(start + Duration::from_secs(7)));
+        assert_eq!(shape(&grace, &root_only), [("a.com".into(), "/".into(), 1)]);
         assert_eq!(grace.next_deadline(), None);
     }
 
@@ -145,11 +168,22 @@ mod tests {
             hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#);
         let moved =
             hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.9:80": {}}}}}}}"#);
-        grace.apply(one, start);
-        let gone = grace.apply(DesiredHosts::default(), start + Duration::from_secs(1));
-        assert_eq!(shape(&gone), [("a.com".into(), "/".into(), 0)]);
-        let back = grace.apply(moved, start + Duration::from_secs(2));
-        assert_eq!(shape(&back), [("a.com".into(), "/".into(), 1)]);
+        let gone = DesiredHosts::default();
+        grace.update(&one, &gone, start + Duration::from_secs(1));
+        assert_eq!(shape(&grace, &gone), [("a.com".into(), "/".into(), 0)]);
+        grace.update(&gone, &moved, start + Duration::from_secs(2));
+        assert_eq!(shape(&grace, &moved), [("a.com".into(), "/".into(), 1)]);
         assert_eq!(grace.next_deadline(), None);
+    }
+
+    #[test]
+    fn locations_whose_upstreams_stay_put_go_at_once() {
+        let mut grace = Grace::new(Duration::from_secs(5));
+        let file = parse_routes_file(
+            r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#,
+        )
+        .unwrap();
+        grace.update(&file, &DesiredHosts::default(), Instant::now());
+        assert!(grace.served(&DesiredHosts::default()).is_none());
     }
 }

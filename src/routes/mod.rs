@@ -53,12 +53,19 @@ struct Inputs {
     conflicts: Vec<Conflict>,
 }
 
-/// One provider's last `Desired`, and what is served of it.
+/// One provider's last `Desired`, and its locations in their grace period.
 struct Published {
     desired: Desired,
     grace: Grace,
-    /// `desired.hosts` and the locations still in their grace period.
-    served: DesiredHosts,
+    /// `desired.hosts` with the locations in their grace period; `None`
+    /// when none is (then `desired.hosts` is what is served, uncopied).
+    with_grace: Option<DesiredHosts>,
+}
+
+impl Published {
+    fn served(&self) -> &DesiredHosts {
+        self.with_grace.as_ref().unwrap_or(&self.desired.hosts)
+    }
 }
 
 impl Router {
@@ -95,9 +102,10 @@ impl Router {
             .or_insert_with(|| Published {
                 desired: Desired::default(),
                 grace: Grace::new(grace_period),
-                served: DesiredHosts::default(),
+                with_grace: None,
             });
-        if published.desired == desired && !first {
+        let hosts_changed = published.desired.hosts != desired.hosts;
+        if !hosts_changed && published.desired == desired && !first {
             return false;
         }
         log_new_diagnostics(&published.desired.diagnostics, &desired.diagnostics);
@@ -106,16 +114,26 @@ impl Router {
         if !first && published.desired.container_addresses != desired.container_addresses {
             self.moves.send_modify(|moves| *moves += 1);
         }
-        let served = published.grace.apply(desired.hosts.clone(), Instant::now());
-        published.desired = desired;
-        let changed = published.served != served;
-        published.served = served;
+        let before = std::mem::replace(&mut published.desired, desired);
+        if !hosts_changed {
+            return false;
+        }
+        published
+            .grace
+            .update(&before.hosts, &published.desired.hosts, Instant::now());
+        let served_before = published.with_grace.take();
+        published.with_grace = published.grace.served(&published.desired.hosts);
+        // What is served may not change when the hosts do: a location whose
+        // last container stopped, then was removed, is served the same
+        // (empty) during its grace period.
+        let changed = match (&served_before, &published.with_grace) {
+            (None, None) => true,
+            _ => published.served() != served_before.as_ref().unwrap_or(&before.hosts),
+        };
         if changed {
             self.watch_names_of(&inputs);
             self.swap(&mut inputs);
         }
-        // A location can start its grace period without the table changing
-        // (its last container stopped, then was removed).
         self.schedule_grace_expiry(&inputs);
         changed
     }
@@ -139,9 +157,8 @@ impl Router {
         let now = Instant::now();
         let mut changed = false;
         for published in inputs.providers.values_mut() {
-            let served = published.grace.apply(published.desired.hosts.clone(), now);
-            if served != published.served {
-                published.served = served;
+            if published.grace.expire(now) {
+                published.with_grace = published.grace.served(&published.desired.hosts);
                 changed = true;
             }
         }
@@ -196,7 +213,7 @@ impl Router {
         let served = inputs
             .providers
             .iter()
-            .map(|(provider, published)| (*provider, &published.served))
+            .map(|(provider, published)| (*provider, published.served()))
             .collect();
         let (table, conflicts) = RouteTable::build(&served, &context);
         // The old table's endpoints go with it, unless the new one kept them.
@@ -210,7 +227,7 @@ impl Router {
     }
 
     fn watch_names_of(&self, inputs: &Inputs) {
-        let names = names_used(inputs.providers.values().map(|p| &p.served));
+        let names = names_used(inputs.providers.values().map(Published::served));
         self.names.send_if_modified(|watched| {
             let changed = **watched != names;
             if changed {
