@@ -86,11 +86,6 @@ impl NameResolver {
     pub fn after_no_upstream(&self, name: &str) {
         self.handle.requests.ask_for(name, NO_UPSTREAM_MIN_INTERVAL);
     }
-
-    /// Resolve every name now.
-    pub fn resolve_all_now(&self) {
-        self.handle.requests.ask_for_all();
-    }
 }
 
 /// Asks for every name each time containers moved, until the router goes.

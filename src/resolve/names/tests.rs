@@ -134,22 +134,30 @@ struct Running {
     dns: Arc<FakeDns>,
     sink: Arc<RecordingSink>,
     watched: watch::Sender<Arc<BTreeSet<String>>>,
+    /// What the router bumps when containers moved.
+    moves: watch::Sender<u64>,
     resolver: NameResolver,
     started: Instant,
 }
 
 impl Running {
+    /// What the router does when a provider's containers moved.
+    fn containers_moved(&self) {
+        self.moves.send_modify(|moves| *moves += 1);
+    }
+
     /// Starts the worker watching `names`, with answers already scripted in `dns`.
     fn start(dns: FakeDns, names: &[&str]) -> Running {
         let dns = Arc::new(dns);
         let sink = Arc::new(RecordingSink::default());
         let (watched, receiver) = watch::channel(name_set(names));
-        let (_, no_moves) = watch::channel(0);
-        let resolver = NameResolver::spawn(dns.clone(), receiver, no_moves, sink.clone());
+        let (moves, moved) = watch::channel(0);
+        let resolver = NameResolver::spawn(dns.clone(), receiver, moved, sink.clone());
         Running {
             dns,
             sink,
             watched,
+            moves,
             resolver,
             started: Instant::now(),
         }
@@ -302,7 +310,7 @@ async fn after_no_upstream_resolves_at_most_every_100_ms() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn resolve_all_now_resolves_every_name_without_a_rate_limit() {
+async fn containers_that_moved_have_every_name_resolved_without_a_rate_limit() {
     let dns = FakeDns::default();
     dns.answer("app", &["10.0.0.5"]);
     dns.answer("db", &["10.0.0.6"]);
@@ -311,7 +319,7 @@ async fn resolve_all_now_resolves_every_name_without_a_rate_limit() {
 
     running.dns.answer("app", &["10.0.0.7"]);
     running.dns.answer("db", &["10.0.0.8"]);
-    running.resolver.resolve_all_now();
+    running.containers_moved();
     running.at(1_001).await;
     assert_eq!(running.dns.calls("app"), 2);
     assert_eq!(running.dns.calls("db"), 2);
@@ -323,7 +331,7 @@ async fn resolve_all_now_resolves_every_name_without_a_rate_limit() {
         "answers arriving together publish once"
     );
 
-    running.resolver.resolve_all_now();
+    running.containers_moved();
     running.at(1_002).await;
     assert_eq!(running.dns.calls("app"), 3);
     assert_eq!(running.dns.calls("db"), 3);
@@ -339,7 +347,7 @@ async fn a_name_never_has_two_lookups_in_flight() {
     running.at(1_500).await;
     running.resolver.after_failed_connect("app");
     running.resolver.after_no_upstream("app");
-    running.resolver.resolve_all_now();
+    running.containers_moved();
     running.at(2_999).await;
     assert_eq!(running.dns.calls("app"), 1);
     assert_eq!(running.sink.count(), 0);
@@ -362,7 +370,7 @@ async fn a_lookup_without_an_answer_in_five_seconds_counts_as_failed() {
     running.at(1_000).await;
 
     running.dns.delay("app", Duration::from_secs(3_600));
-    running.resolver.resolve_all_now();
+    running.containers_moved();
     running.at(5_999).await;
     assert_eq!(running.dns.calls("app"), 2, "the tick at 5 s waits for it");
     running.at(6_001).await;
@@ -414,7 +422,7 @@ async fn nothing_is_published_when_nothing_changed() {
     running.at(1).await;
     assert_eq!(running.sink.count(), 1);
 
-    running.resolver.resolve_all_now();
+    running.containers_moved();
     running.at(30_001).await;
     assert_eq!(running.dns.calls("app"), 8);
     assert_eq!(running.sink.count(), 1);
