@@ -100,18 +100,18 @@ impl EndpointState {
 
     /// The result of a check, or of a connect a request made.
     pub fn record(&self, reachable: bool) {
-        if self.check.is_none() {
+        let Some(check) = &self.check else {
             return;
-        }
+        };
         if reachable {
             self.failures_in_a_row.store(0, Ordering::Relaxed);
             if self.unhealthy.swap(false, Ordering::Relaxed) {
-                tracing::info!("upstream healthy again");
+                tracing::info!(upstream = %check.address, "upstream healthy again");
             }
         } else {
             let failures = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
             if failures >= FAILURES_TO_UNHEALTHY && !self.unhealthy.swap(true, Ordering::Relaxed) {
-                tracing::warn!(failures, "upstream unhealthy");
+                tracing::warn!(upstream = %check.address, failures, "upstream unhealthy");
             }
         }
     }
