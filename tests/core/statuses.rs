@@ -1,6 +1,8 @@
 //! dockhand's own statuses: each with a one-line body and `x-dockhand-error`,
 //! and the timeouts that lead to them.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::Response;
@@ -195,4 +197,62 @@ async fn a_slow_request_head_is_cut_off() {
     assert!(closed.is_ok(), "the connection was left open");
     assert!(!String::from_utf8_lossy(&answer).contains("200"));
     assert_eq!(backend.connection_count(), 0);
+}
+
+/// A request head of `headers` fields (Host and Connection among them)
+/// with a path of `path_bytes`.
+fn head_of(headers: usize, path_bytes: usize) -> String {
+    let mut head = format!(
+        "GET /{} HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n",
+        "a".repeat(path_bytes.saturating_sub(1))
+    );
+    for i in 2..headers {
+        head.push_str(&format!("x-h{i}: v\r\n"));
+    }
+    head + "\r\n"
+}
+
+/// The limits the README states, met before a request is routed: at most
+/// 100 header fields (RFC 9110 §15.5.20 `431`), a request target of at most
+/// 65,534 bytes (RFC 9110 §15.5.15 `414`), a request head of at most 128 KiB
+/// in all (`431`). None of these reaches the upstream.
+#[tokio::test]
+async fn the_stated_limits_of_a_request_head() {
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = reached.clone();
+    let upstream = raw_upstream(move |mut stream| {
+        let counter = counter.clone();
+        async move {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut head = Vec::new();
+            let mut buffer = [0; 16 * 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(read) => head.extend_from_slice(&buffer[..read]),
+                }
+            }
+            let answer = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+            let _ = stream.write_all(answer).await;
+        }
+    })
+    .await;
+    let proxy = Proxy::start(&one_route("example.com", upstream)).await;
+    let cases = [
+        (head_of(100, 1), "HTTP/1.1 200"),
+        (head_of(101, 1), "HTTP/1.1 431"),
+        (head_of(2, 65_534), "HTTP/1.1 200"),
+        (head_of(2, 65_535), "HTTP/1.1 414"),
+        (head_of(2, 130 * 1024), "HTTP/1.1 431"),
+    ];
+    for (head, expected) in cases {
+        let answer = raw_exchange(proxy.addr, head.as_bytes()).await;
+        let first = answer.lines().next().unwrap_or("");
+        assert!(first.starts_with(expected), "{} bytes: {first}", head.len());
+    }
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        2,
+        "only the heads within the limits reach the upstream"
+    );
 }
