@@ -156,10 +156,16 @@ async fn handle_inner(
     // The client's connection has its own version; the upstream's is not passed on.
     *response.version_mut() = Version::HTTP_11;
     // A switch nobody asked for, or to another protocol, would hand the
-    // client a tunnel past routing: refused.
+    // client a tunnel past routing: refused, and logged as the upstream's fault.
     let switched_to = if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        let accepted = upgrade::accepted_switch(route.upgrade.as_ref(), response.headers());
-        Some(accepted.map_err(|error| ProxyError::new(ErrorKind::UnexpectedUpgrade, error))?)
+        match upgrade::accepted_switch(route.upgrade.as_ref(), response.headers()) {
+            Ok(protocols) => Some(protocols),
+            Err(unexpected) => {
+                let error = ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected);
+                record.log_failed_try(&route.location, &error);
+                return Err(error);
+            }
+        }
     } else {
         None
     };
