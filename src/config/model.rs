@@ -71,7 +71,7 @@ pub struct LocationConfig {
 pub struct Upgrades(Vec<String>);
 
 /// WebSocket, and nothing else, unless a location says otherwise.
-pub const DEFAULT_UPGRADE: &str = "websocket";
+const DEFAULT_UPGRADE: &str = "websocket";
 
 impl Default for Upgrades {
     fn default() -> Upgrades {
