@@ -52,12 +52,56 @@ pub struct LocationConfig {
     pub rewrite: Option<Rewrite>,
     /// The location's own check settings, layered over its host's.
     pub health_check: HealthCheck,
+    /// The protocols a client may switch to through this location.
+    pub upgrades: Upgrades,
     pub upstreams: Vec<UpstreamConfig>,
     /// Its upstreams move: they are containers, which are recreated, scaled
     /// and moved. The provider says so; the router then keeps the location
     /// through a grace period when its upstreams vanish, and a request that
     /// loses its upstream waits for where it went.
     pub upstreams_move: bool,
+}
+
+/// The protocols (`Upgrade` tokens, lower case, each once) a location
+/// forwards a protocol switch to; an offered protocol is matched by its name,
+/// its version ignored. Built only from validated values (`values::upgrade_protocol`),
+/// which never let `h2c` in: a client that switched a connection to HTTP/2
+/// would send streams for any path and host past routing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upgrades(Vec<String>);
+
+/// WebSocket, and nothing else, unless a location says otherwise.
+const DEFAULT_UPGRADE: &str = "websocket";
+
+impl Default for Upgrades {
+    fn default() -> Upgrades {
+        Upgrades(vec![DEFAULT_UPGRADE.to_owned()])
+    }
+}
+
+impl Upgrades {
+    /// `protocols` already validated and lower-cased; repeats are dropped.
+    pub(super) fn from_validated(protocols: Vec<String>) -> Upgrades {
+        let mut kept: Vec<String> = Vec::with_capacity(protocols.len());
+        for protocol in protocols {
+            if !kept.contains(&protocol) {
+                kept.push(protocol);
+            }
+        }
+        Upgrades(kept)
+    }
+
+    /// Whether a switch to the protocol named `name` (no version) is forwarded.
+    pub fn allows(&self, name: &str) -> bool {
+        self.0
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(name))
+    }
+
+    /// The protocols, in the order written.
+    pub fn protocols(&self) -> &[String] {
+        &self.0
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -123,6 +123,7 @@ fn read_location(
         "retry",
         "rewrite",
         "health_check",
+        "upgrades",
         "upstream",
     ];
     let location = Object::read(value, path, &known, problems)?;
@@ -137,6 +138,9 @@ fn read_location(
         .get("rewrite")
         .and_then(|(v, p)| read_rewrite(v, p, problems));
     let health_check = read_health_check(&location, problems);
+    let upgrades = location
+        .get("upgrades")
+        .map_or_else(Upgrades::default, |(v, p)| read_upgrades(v, &p, problems));
     let upstreams: Vec<UpstreamConfig> = location
         .entries("upstream", problems)
         .into_iter()
@@ -151,6 +155,7 @@ fn read_location(
         retry,
         rewrite,
         health_check,
+        upgrades,
         upstreams,
         // Written addresses stay put; names are followed through DNS.
         upstreams_move: false,
@@ -181,6 +186,29 @@ fn read_retry(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<R
         conditions.push(report(condition, &on_path, problems)?);
     }
     Some(values::retry(attempts, Some(conditions)))
+}
+
+/// `upgrades`: an array of protocol names, possibly empty (no upgrade is
+/// forwarded). A refused one is reported, and the location keeps the rest.
+fn read_upgrades(value: &Value, path: &KeyPath, problems: &mut Problems) -> Upgrades {
+    let Some(items) = value.as_array() else {
+        problems.report(
+            path,
+            "expected an array such as [\"websocket\"] ([] for none)",
+        );
+        return Upgrades::default();
+    };
+    let protocols = items
+        .iter()
+        .filter_map(|item| {
+            let protocol = item
+                .as_str()
+                .ok_or_else(|| format!("expected strings, found {item}"))
+                .and_then(values::upgrade_protocol);
+            report(protocol, path, problems)
+        })
+        .collect();
+    values::upgrades(protocols)
 }
 
 fn read_rewrite(value: &Value, path: KeyPath, problems: &mut Problems) -> Option<Rewrite> {
@@ -553,6 +581,50 @@ mod tests {
             Ok(_) => String::new(),
             Err(errors) => errors.to_string(),
         }
+    }
+
+    /// The `upgrades` of the only location, or the problems of the file.
+    fn upgrades_of(written: &str) -> Result<Vec<String>, String> {
+        let text = format!(
+            r#"{{"host": {{"a.com": {{"location": {{"/": {{"upgrades": {written},
+                "upstream": {{"10.0.0.1:80": {{}}}}}}}}}}}}}}"#
+        );
+        parse_routes_file(&text)
+            .map(|hosts| hosts.hosts[0].locations[0].upgrades.protocols().to_vec())
+            .map_err(|errors| errors.to_string())
+    }
+
+    #[test]
+    fn upgrades_are_read_and_h2c_is_refused_with_its_key_path() {
+        let unset = parse_routes_file(
+            r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            unset.hosts[0].locations[0].upgrades.protocols(),
+            ["websocket"]
+        );
+        assert_eq!(upgrades_of("[]"), Ok(vec![]));
+        assert_eq!(
+            upgrades_of(r#"["WebSocket", "custom"]"#),
+            Ok(vec!["websocket".into(), "custom".into()])
+        );
+        let path = r#"host."a.com".location."/".upgrades"#;
+        let refused = upgrades_of(r#"["websocket", "h2c"]"#).unwrap_err();
+        assert!(
+            refused.contains(&format!("{path}: h2c is never forwarded")),
+            "{refused}"
+        );
+        let not_a_list = upgrades_of(r#""websocket""#).unwrap_err();
+        assert!(
+            not_a_list.contains(&format!("{path}: expected an array")),
+            "{not_a_list}"
+        );
+        let not_strings = upgrades_of("[1]").unwrap_err();
+        assert!(
+            not_strings.contains(&format!("{path}: expected strings, found 1")),
+            "{not_strings}"
+        );
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::model::{
-    DnsServer, HostPattern, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName,
+    DnsServer, HostPattern, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName, Upgrades,
     UpstreamTarget,
 };
 
@@ -191,6 +191,31 @@ pub fn tls_server_name(text: &str) -> Result<TlsServerName, String> {
         "target" => Ok(TlsServerName::Target),
         _ => Err(format!("`{text}` is not owner or target")),
     }
+}
+
+/// One protocol of `upgrades`: an `Upgrade` protocol name (an RFC 9110
+/// token, without a version), lower-cased. `h2c` is refused.
+pub fn upgrade_protocol(text: &str) -> Result<String, String> {
+    let is_token_char = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    if text.is_empty() || !text.bytes().all(is_token_char) {
+        return Err(format!(
+            "`{text}` is not a protocol name such as websocket (written without a version)"
+        ));
+    }
+    let name = text.to_ascii_lowercase();
+    if name == "h2c" {
+        return Err(
+            "h2c is never forwarded: a connection switched to HTTP/2 would carry \
+                    requests for any host and path past routing"
+                .into(),
+        );
+    }
+    Ok(name)
+}
+
+/// `upgrades` from protocols each read by `upgrade_protocol`.
+pub fn upgrades(protocols: Vec<String>) -> Upgrades {
+    Upgrades::from_validated(protocols)
 }
 
 /// One entry of `retry.on`: `connect`, or a status from 400 to 599.
@@ -431,6 +456,26 @@ mod tests {
         for bad in ["399", "600", "five", ""] {
             assert!(retry_condition(bad).is_err(), "{bad:?} should be refused");
         }
+    }
+
+    #[test]
+    fn upgrade_protocols_are_names_and_never_h2c() {
+        assert_eq!(upgrade_protocol("WebSocket").as_deref(), Ok("websocket"));
+        assert_eq!(
+            upgrade_protocol("my-proto.v2").as_deref(),
+            Ok("my-proto.v2")
+        );
+        for refused in ["h2c", "H2C"] {
+            let reason = upgrade_protocol(refused).unwrap_err();
+            assert!(reason.starts_with("h2c is never forwarded"), "{reason}");
+        }
+        for bad in ["", "websocket/13", "web socket", "a,b"] {
+            let reason = upgrade_protocol(bad).unwrap_err();
+            assert!(reason.contains("not a protocol name"), "{bad:?}: {reason}");
+        }
+        let repeated = upgrades(vec!["websocket".into(), "x".into(), "websocket".into()]);
+        assert_eq!(repeated.protocols(), ["websocket", "x"]);
+        assert!(repeated.allows("WebSocket") && !repeated.allows("h2c"));
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub const ROUTE_KEYS: &[&str] = &[
     "rewrite.replace",
     "health_check.interval_secs",
     "health_check.enabled",
+    "upgrades",
     "tls",
     "sni",
     "verify",

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::config::{
     DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing, LocationConfig, Retry,
-    Rewrite, UpstreamConfig,
+    Rewrite, Upgrades, UpstreamConfig,
 };
 
 use super::route::{LabelRoute, LocationSettings};
@@ -109,6 +109,7 @@ fn new_location(path: &str, settings: &LocationSettings) -> LocationConfig {
         retry: settings.retry.clone(),
         rewrite: settings.rewrite.clone(),
         health_check: settings.health_check,
+        upgrades: settings.upgrades.clone(),
         upstreams: Vec::new(),
         upstreams_move: true,
     }
@@ -140,6 +141,11 @@ fn differences(
             "health_check",
             describe_health_check(location.health_check),
             describe_health_check(settings.health_check),
+        ),
+        (
+            "upgrades",
+            describe_upgrades(&location.upgrades),
+            describe_upgrades(&settings.upgrades),
         ),
     ];
     pairs
@@ -187,6 +193,13 @@ fn describe_rewrite(rewrite: Option<&Rewrite>) -> String {
         Some(Rewrite::Regex { pattern, replace }) => {
             format!("match={}, replace={replace}", pattern.as_str())
         }
+    }
+}
+
+fn describe_upgrades(upgrades: &Upgrades) -> String {
+    match upgrades.protocols() {
+        [] => "no upgrades".to_owned(),
+        protocols => protocols.join(","),
     }
 }
 

@@ -10,7 +10,7 @@ use http::{HeaderName, HeaderValue};
 use crate::config::values::{self, ResolutionMode, RewriteKind};
 use crate::config::{
     parse_duration, HealthCheck, HostPattern, LoadBalancing, Protocol, Retry, Rewrite,
-    SrvResolution, UpstreamConfig, UpstreamTarget,
+    SrvResolution, Upgrades, UpstreamConfig, UpstreamTarget,
 };
 
 use super::keys::{RouteLabels, HEADER_KEY_START};
@@ -45,6 +45,7 @@ pub struct LocationSettings {
     pub retry: Option<Retry>,
     pub rewrite: Option<Rewrite>,
     pub health_check: HealthCheck,
+    pub upgrades: Upgrades,
 }
 
 /// The settings of each upstream a route contributes.
@@ -118,6 +119,7 @@ pub fn read_route(
                 .map(Duration::from_secs),
             enabled: reader.read("health_check.enabled", values::boolean),
         },
+        upgrades: read_upgrades(&mut reader),
     };
     let upstream = UpstreamSettings {
         weight: reader
@@ -283,6 +285,19 @@ fn read_retry(reader: &mut Reader<'_, '_>) -> Option<Retry> {
         .map(|attempts| attempts as u8);
     let on = reader.list("retry.on", values::retry_condition);
     Some(values::retry(attempts, on))
+}
+
+/// `upgrades`: comma-separated protocol names; an empty value forwards none.
+fn read_upgrades(reader: &mut Reader<'_, '_>) -> Upgrades {
+    let protocols = match reader.raw("upgrades") {
+        None => return Upgrades::default(),
+        Some("") => Vec::new(),
+        // A refused protocol leaves the whole route out (`reader.refused`).
+        Some(_) => reader
+            .list("upgrades", values::upgrade_protocol)
+            .unwrap_or_default(),
+    };
+    values::upgrades(protocols)
 }
 
 fn read_rewrite(reader: &mut Reader<'_, '_>) -> Option<Rewrite> {

@@ -1,5 +1,5 @@
 //! One request's tries: what its location decided for it (`RequestPlan`: the
-//! rewritten path, the retry policy), the head every try sends (`Head`), the
+//! rewritten path, the retry policy, the protocol switch forwarded), the head every try sends (`Head`), the
 //! body of each try and whether it can be sent again (`Sending`), and whether
 //! another try is made after an answer or a failure (`Tries`). Sending and
 //! choosing endpoints is `forward`'s.
@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header;
+use http::header::{self, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 use hyper::body::Incoming;
@@ -15,6 +15,7 @@ use hyper::body::Incoming;
 use super::error::{ErrorKind, ProxyError};
 use super::request_body::{keep_small, BodyClaim, KeptBody, UpstreamBody};
 use super::rewrite::rewrite_path;
+use super::upgrade;
 use crate::config::Retry;
 use crate::connect::authority_is_address;
 use crate::routes::Location;
@@ -33,10 +34,18 @@ pub(super) struct RequestPlan {
     pub(super) retry: Option<Arc<Retry>>,
     /// The path and query the upstream receives.
     pub(super) path: PathAndQuery,
+    /// The `Upgrade` sent upstream: the protocols asked for that the
+    /// location allows. `None`: the request goes as a plain one.
+    pub(super) upgrade: Option<HeaderValue>,
 }
 
 impl RequestPlan {
-    pub(super) fn of(location: &Location, client_uri: &Uri) -> Result<RequestPlan, ProxyError> {
+    /// `asked_upgrade`: the protocols the client asks to switch to, if any.
+    pub(super) fn of(
+        location: &Location,
+        client_uri: &Uri,
+        asked_upgrade: Option<&HeaderValue>,
+    ) -> Result<RequestPlan, ProxyError> {
         let original = client_uri
             .path_and_query()
             .cloned()
@@ -51,6 +60,7 @@ impl RequestPlan {
             follows_moves: location.follows_moves(),
             retry: location.retry.clone(),
             path,
+            upgrade: asked_upgrade.and_then(|asked| upgrade::forwarded(asked, &location.upgrades)),
         })
     }
 }

@@ -41,8 +41,12 @@ pub struct ProxyError {
 pub enum ErrorKind {
     /// No `Host` header (nor an authority in the request line).
     MissingHost,
-    /// A `Host` that can't be a host name (`a:b:c`, a port that is not a number).
+    /// A `Host` that can't be a host name (`a:b:c`, a port that is not a
+    /// number), or an HTTP/2 `Host` naming another host than `:authority`.
     BadHost,
+    /// More than one `Host` line (RFC 9112 §3.2): which one is meant is
+    /// ambiguous, so none is.
+    RepeatedHost,
     HeadersTooLarge,
     NoHost,
     NoLocation,
@@ -67,12 +71,18 @@ pub enum ErrorKind {
     ResetBeforeResponse,
     /// The upstream answered bytes that are not HTTP.
     NotHttp,
+    /// The upstream switched protocols (`101`) where no switch was
+    /// forwarded, or to a protocol not offered: passing it on would tunnel
+    /// the client past routing.
+    UnexpectedUpgrade,
 }
 
 impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorKind::MissingHost | ErrorKind::BadHost => StatusCode::BAD_REQUEST,
+            ErrorKind::MissingHost | ErrorKind::BadHost | ErrorKind::RepeatedHost => {
+                StatusCode::BAD_REQUEST
+            }
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
             // Known, but nothing can serve it now: worth asking again.
@@ -84,7 +94,8 @@ impl ErrorKind {
             | ErrorKind::TlsHandshake
             | ErrorKind::DnsFailure
             | ErrorKind::ResetBeforeResponse
-            | ErrorKind::NotHttp => StatusCode::BAD_GATEWAY,
+            | ErrorKind::NotHttp
+            | ErrorKind::UnexpectedUpgrade => StatusCode::BAD_GATEWAY,
             ErrorKind::ConnectTimeout | ErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::RewrittenPathTooLong => StatusCode::URI_TOO_LONG,
         }
@@ -95,6 +106,7 @@ impl ErrorKind {
         match self {
             ErrorKind::MissingHost => "missing_host",
             ErrorKind::BadHost => "bad_host",
+            ErrorKind::RepeatedHost => "repeated_host",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
             ErrorKind::NoLocation => "no_location",
@@ -110,6 +122,7 @@ impl ErrorKind {
             ErrorKind::RewrittenPathTooLong => "rewritten_path_too_long",
             ErrorKind::ResetBeforeResponse => "reset_before_response",
             ErrorKind::NotHttp => "not_http",
+            ErrorKind::UnexpectedUpgrade => "unexpected_upgrade",
         }
     }
 
@@ -118,6 +131,7 @@ impl ErrorKind {
         match self {
             ErrorKind::MissingHost => "the request has no Host header\n",
             ErrorKind::BadHost => "the request's Host is not a host name\n",
+            ErrorKind::RepeatedHost => "the request has more than one Host header\n",
             ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB\n",
             ErrorKind::NoHost => "no route for this host\n",
             ErrorKind::NoLocation => "no route for this path\n",
@@ -135,6 +149,9 @@ impl ErrorKind {
                 "the upstream closed the connection without answering\n"
             }
             ErrorKind::NotHttp => "the upstream's answer is not HTTP\n",
+            ErrorKind::UnexpectedUpgrade => {
+                "the upstream switched to a protocol the request may not switch to\n"
+            }
         }
     }
 }
@@ -267,9 +284,10 @@ mod tests {
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
 
-    const EVERY_KIND: [ErrorKind; 17] = [
+    const EVERY_KIND: [ErrorKind; 19] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
+        ErrorKind::RepeatedHost,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
         ErrorKind::NoLocation,
@@ -285,6 +303,7 @@ mod tests {
         ErrorKind::RewrittenPathTooLong,
         ErrorKind::ResetBeforeResponse,
         ErrorKind::NotHttp,
+        ErrorKind::UnexpectedUpgrade,
     ];
 
     #[test]

@@ -2,7 +2,7 @@
 //! set the headers, send it through the pool (again, to another endpoint,
 //! when the location's `retry` or a moved upstream allows: `attempt` decides),
 //! and hand back the response (or dockhand's own status). Protocol switches
-//! (WebSocket) are spliced here.
+//! (WebSocket) the location allows are spliced here (`upgrade` decides).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -11,17 +11,18 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
 use hyper::body::Incoming;
-use hyper_util::rt::TokioIo;
 
 use super::access_log::AccessRecord;
 use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
 use super::error::{find_source, ErrorKind, ProxyError};
 use super::headers::{self, PeerInfo};
+use super::host;
 use super::request_body::UpstreamBody;
+use super::upgrade;
 use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
 use crate::resolve::ResolveHints;
-use crate::routes::{normalize_host, Location, RouteMiss, RouteTable, Router};
+use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
 use crate::upstream::{Endpoint, InFlight};
 
 /// Request heads larger than this are refused with `431`.
@@ -50,7 +51,7 @@ pub async fn handle(
         started: Instant::now(),
         client: peer.address,
         method: request.method().clone(),
-        host: client_host(&request),
+        host: host::claimed(&request),
         uri: request.uri().clone(),
         status: StatusCode::OK,
         location: None,
@@ -77,30 +78,34 @@ async fn handle_inner(
     mut request: Request<Incoming>,
     record: &mut AccessRecord,
 ) -> Result<(UpstreamResponse, InFlight), ProxyError> {
-    let host = record.host.clone().ok_or(ErrorKind::MissingHost)?;
+    let host = host::requested(&request)?;
     if header_bytes(&request) > MAX_HEADER_BYTES {
         return Err(ErrorKind::HeadersTooLarge.into());
     }
-    let mut buffer = [0; crate::routes::MAX_HOST_LEN];
-    let host_key = host
-        .to_str()
-        .ok()
-        .and_then(|raw| normalize_host(raw, &mut buffer))
-        .ok_or_else(|| ProxyError::new(ErrorKind::BadHost, NotAHostName(host.clone())))?;
+    let mut buffer = [0; MAX_HOST_LEN];
     let client_uri = record.uri.clone();
+    let asked_upgrade = upgrade::asked(request.headers());
     let wanted = Wanted {
-        host: host_key,
+        host: host::match_key(&host, &mut buffer)?,
         uri: &client_uri,
+        upgrade: asked_upgrade.as_ref(),
         deadline: tokio::time::Instant::now() + state.upstream_wait,
     };
     let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
         return Err(nothing_to_serve(&state.router, &wanted));
     };
 
-    let upgrade = headers::requested_upgrade(request.headers());
-    let client_upgrade = upgrade.is_some().then(|| hyper::upgrade::on(&mut request));
+    let client_upgrade = route
+        .upgrade
+        .is_some()
+        .then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
-    prepare_head(&mut parts.headers, peer, host.clone(), upgrade);
+    prepare_head(
+        &mut parts.headers,
+        peer,
+        host.clone(),
+        route.upgrade.clone(),
+    );
     let bodyless = http_body::Body::is_end_stream(&body);
     let head = Head {
         method: parts.method,
@@ -150,15 +155,25 @@ async fn handle_inner(
 
     // The client's connection has its own version; the upstream's is not passed on.
     *response.version_mut() = Version::HTTP_11;
-    let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
-    let upstream_upgrade = switched
-        .then(|| response.headers().get(header::UPGRADE).cloned())
-        .flatten();
+    // A switch nobody asked for, or to another protocol, would hand the
+    // client a tunnel past routing: refused, and logged as the upstream's fault.
+    let switched_to = if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        match upgrade::accepted_switch(route.upgrade.as_ref(), response.headers()) {
+            Ok(protocols) => Some(protocols),
+            Err(unexpected) => {
+                let error = ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected);
+                record.log_failed_try(&route.location, &error);
+                return Err(error);
+            }
+        }
+    } else {
+        None
+    };
     headers::remove_hop_by_hop(response.headers_mut());
-    if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, upstream_upgrade) {
-        headers::set_upgrade(response.headers_mut(), protocol);
+    if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
+        upgrade::set_upgrade(response.headers_mut(), protocol);
         let upstream_upgrade = hyper::upgrade::on(&mut response);
-        tokio::spawn(splice(
+        tokio::spawn(upgrade::splice(
             client_upgrade,
             upstream_upgrade,
             endpoint.state.start_request(),
@@ -168,11 +183,15 @@ async fn handle_inner(
     Ok((response, in_flight))
 }
 
-/// What a request is routed by, and until when it may wait for an upstream.
+/// What a request is routed by, what its location is asked for, and until
+/// when it may wait for an upstream.
 struct Wanted<'a> {
     host: &'a str,
     /// The client's URI: its path chooses the location.
     uri: &'a Uri,
+    /// The protocols the client asks to switch to: the location says which
+    /// are forwarded.
+    upgrade: Option<&'a HeaderValue>,
     deadline: tokio::time::Instant,
 }
 
@@ -222,7 +241,8 @@ async fn choose_endpoint(
             let table = state.router.current();
             let location = find(&table, wanted)?;
             if let Some(endpoint) = location.upstreams.pick(&[]) {
-                return Ok(Some((endpoint, RequestPlan::of(location, wanted.uri)?)));
+                let plan = RequestPlan::of(location, wanted.uri, wanted.upgrade)?;
+                return Ok(Some((endpoint, plan)));
             }
             for name in location.upstreams.names() {
                 state.resolve_hints.no_upstream(name);
@@ -317,14 +337,6 @@ async fn send(
     }
 }
 
-/// The host the client asked for: the URI's authority (HTTP/2, absolute-form) or `Host`.
-fn client_host(request: &Request<Incoming>) -> Option<HeaderValue> {
-    match request.uri().authority() {
-        Some(authority) => HeaderValue::from_str(authority.as_str()).ok(),
-        None => request.headers().get(header::HOST).cloned(),
-    }
-}
-
 /// Size of the request head as sent: each header line with its `: ` and CRLF.
 fn header_bytes<B>(request: &Request<B>) -> usize {
     request
@@ -339,15 +351,15 @@ fn prepare_head(
     headers: &mut HeaderMap,
     peer: &PeerInfo,
     host: HeaderValue,
-    upgrade: Option<HeaderValue>,
+    forwarded_upgrade: Option<HeaderValue>,
 ) {
     let wants_trailers = headers::accepts_trailers(headers);
     headers::remove_hop_by_hop(headers);
     if wants_trailers {
         headers.insert(header::TE, HeaderValue::from_static("trailers"));
     }
-    if let Some(protocol) = upgrade {
-        headers::set_upgrade(headers, protocol);
+    if let Some(protocols) = forwarded_upgrade {
+        upgrade::set_upgrade(headers, protocols);
     }
     headers::set_forwarded(headers, peer, Some(&host), "http");
     // The upstream sees the client's Host, never the address it was sent to
@@ -374,31 +386,4 @@ fn classify(error: hyper_util::client::legacy::Error) -> ProxyError {
         None => ErrorKind::ResetBeforeResponse,
     };
     ProxyError::new(kind, error)
-}
-
-/// A `Host` the router can't match, kept as the cause of `bad_host`.
-#[derive(Debug, thiserror::Error)]
-#[error("{0:?} is not a host name")]
-struct NotAHostName(HeaderValue);
-
-/// Copies bytes both ways between the client and the upstream once both sides
-/// have switched protocols; ends when either side closes. The connection
-/// counts as in flight to its upstream until then.
-async fn splice(
-    client: hyper::upgrade::OnUpgrade,
-    upstream: hyper::upgrade::OnUpgrade,
-    _in_flight: InFlight,
-) {
-    let (client, upstream) = match tokio::try_join!(client, upstream) {
-        Ok(pair) => pair,
-        Err(error) => {
-            tracing::debug!(%error, "protocol switch failed");
-            return;
-        }
-    };
-    let mut client = TokioIo::new(client);
-    let mut upstream = TokioIo::new(upstream);
-    if let Err(error) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
-        tracing::debug!(%error, "upgraded connection ended");
-    }
 }

@@ -3,8 +3,11 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-static HOP_BY_HOP: [HeaderName; 7] = [
+/// `HTTP2-Settings` travels only with `Upgrade: h2c`, and is as
+/// connection-specific as the rest (RFC 7540 §3.2.1).
+static HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
+    HeaderName::from_static("http2-settings"),
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::TE,
@@ -55,24 +58,6 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|token| token.trim().eq_ignore_ascii_case("trailers"))
-}
-
-/// The protocol a client asks to switch to, when it asks (`Connection: upgrade`).
-pub fn requested_upgrade(headers: &HeaderMap) -> Option<HeaderValue> {
-    let asks = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("upgrade"));
-    asks.then(|| headers.get(header::UPGRADE).cloned())
-        .flatten()
-}
-
-/// Sets `Connection: upgrade` and `Upgrade`, after hop-by-hop removal took them.
-pub fn set_upgrade(headers: &mut HeaderMap, protocol: HeaderValue) {
-    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    headers.insert(header::UPGRADE, protocol);
 }
 
 /// Sets the `X-Forwarded-*` headers and `X-Real-IP`. From an untrusted peer they
@@ -146,6 +131,7 @@ mod tests {
             ("trailer", "x-checksum"),
             ("transfer-encoding", "chunked"),
             ("upgrade", "websocket"),
+            ("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
             ("x-kept", "yes"),
         ]);
         remove_hop_by_hop(&mut map);
@@ -190,16 +176,5 @@ mod tests {
         assert_eq!(map["x-real-ip"], "203.0.113.1");
         assert_eq!(map["x-forwarded-proto"], "https");
         assert_eq!(map["x-forwarded-host"], "a.com");
-    }
-
-    #[test]
-    fn upgrade_needs_connection_upgrade() {
-        let asked = headers(&[
-            ("connection", "keep-alive, Upgrade"),
-            ("upgrade", "websocket"),
-        ]);
-        assert_eq!(requested_upgrade(&asked).unwrap(), "websocket");
-        let not_asked = headers(&[("upgrade", "websocket")]);
-        assert!(requested_upgrade(&not_asked).is_none());
     }
 }

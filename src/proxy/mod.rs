@@ -1,5 +1,6 @@
 //! The data path: the client-facing server, forwarding (tries, retries,
-//! following moved upstreams), header rules, rewrites, the statuses dockhand
+//! following moved upstreams), the request's host, protocol switches,
+//! header rules, rewrites, the statuses dockhand
 //! answers itself and the access log. Routing decisions come from `routes`,
 //! connections from `connect`; this module carries requests between them.
 
@@ -9,9 +10,11 @@ mod body;
 mod error;
 mod forward;
 mod headers;
+mod host;
 mod request_body;
 pub mod rewrite;
 mod server;
+mod upgrade;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;
 pub use error::{ErrorKind, ProxyError, ERROR_HEADER, RETRY_AFTER_SECS};

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::config::{
-    DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite,
+    DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite, Upgrades,
 };
 use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
 
@@ -35,6 +35,8 @@ pub struct Location {
     /// Shared with the requests that use it, so none copies it.
     pub retry: Option<Arc<Retry>>,
     pub rewrite: Option<Rewrite>,
+    /// The protocols a client may switch to; any other `Upgrade` is not forwarded.
+    pub upgrades: Upgrades,
 }
 
 impl Location {
@@ -141,6 +143,7 @@ fn build_location(
         upstreams_move: config.upstreams_move,
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
+        upgrades: config.upgrades.clone(),
     }
 }
 

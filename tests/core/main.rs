@@ -7,6 +7,7 @@ mod upstreams;
 
 mod causes;
 mod forwarding;
+mod host_header;
 mod lifecycle;
 mod protocols;
 mod resolve;
@@ -16,3 +17,4 @@ mod statuses;
 mod tls;
 mod tls_support;
 mod tls_upstreams;
+mod upgrades;

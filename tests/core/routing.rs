@@ -155,6 +155,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
         retry: None,
         rewrite: None,
         health_check: Default::default(),
+        upgrades: Default::default(),
         upstreams: Vec::new(),
         upstreams_move: true,
     };

@@ -108,15 +108,6 @@ async fn a_connect_that_hangs_is_504_after_the_connect_timeout() {
     drop(full);
 }
 
-/// Sends raw bytes on a new connection and reads until the server closes.
-async fn raw_exchange(addr: std::net::SocketAddr, request: &[u8]) -> String {
-    let mut stream = TcpStream::connect(addr).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
-    String::from_utf8_lossy(&answer).into_owned()
-}
-
 #[tokio::test]
 async fn a_request_without_host_is_400() {
     let backend = Backend::echo("a").await;

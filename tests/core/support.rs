@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -142,6 +142,81 @@ where
         }
     });
     addr
+}
+
+/// An upstream below HTTP that records every byte that reaches it: each
+/// connection's request head is answered with `answer` as it is, and what
+/// comes after it (a tunnel's bytes) is recorded too, until the peer closes.
+pub struct RecordingUpstream {
+    pub addr: SocketAddr,
+    received: Arc<Mutex<Vec<u8>>>,
+    connections: Arc<AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl RecordingUpstream {
+    pub async fn start(answer: &'static [u8]) -> RecordingUpstream {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let connections = Arc::new(AtomicUsize::new(0));
+        let (record, counter) = (received.clone(), connections.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let record = record.clone();
+                tokio::spawn(async move {
+                    let mut head = Vec::new();
+                    let mut buffer = [0; 4096];
+                    let mut answered = false;
+                    loop {
+                        let Ok(read @ 1..) = stream.read(&mut buffer).await else {
+                            return;
+                        };
+                        record.lock().unwrap().extend_from_slice(&buffer[..read]);
+                        head.extend_from_slice(&buffer[..read]);
+                        if !answered && head.windows(4).any(|w| w == b"\r\n\r\n") {
+                            answered = true;
+                            let _ = stream.write_all(answer).await;
+                        }
+                    }
+                });
+            }
+        });
+        RecordingUpstream {
+            addr,
+            received,
+            connections,
+            task,
+        }
+    }
+
+    /// Everything received so far, on every connection, as text.
+    pub fn received(&self) -> String {
+        String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
+    }
+
+    pub fn connection_count(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for RecordingUpstream {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Sends raw bytes on a new connection and reads until the server closes
+/// (at most 10 s).
+pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
+    String::from_utf8_lossy(&answer).into_owned()
 }
 
 /// `{"host": {HOST: {"location": {"/": {"upstream": {ADDR: {}}}}}}}`

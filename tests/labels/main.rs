@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use dockhand::config::{
     DesiredHosts, Diagnostic, HealthCheck, LoadBalancing, LocationConfig, NamedDnsServer, Origin,
-    Protocol, Retry, Rewrite, TlsServerName, UpstreamConfig, UpstreamTarget,
+    Protocol, Retry, Rewrite, TlsServerName, Upgrades, UpstreamConfig, UpstreamTarget,
 };
 use dockhand::labels::{build_hosts, dns_server_names, ContainerFacts, Health, ProxyFacts};
 use serde_json::{json, Map, Value};
@@ -237,6 +237,9 @@ fn render_location(location: &LocationConfig) -> Value {
             "health_check".into(),
             render_health_check(location.health_check),
         );
+    }
+    if location.upgrades != Upgrades::default() {
+        rendered.insert("upgrades".into(), json!(location.upgrades.protocols()));
     }
     let upstreams: Vec<Value> = location.upstreams.iter().map(render_upstream).collect();
     rendered.insert("upstreams".into(), Value::Array(upstreams));
