@@ -43,6 +43,11 @@ pub enum ErrorKind {
     MissingHost,
     /// A `Host` that can't be a host name (`a:b:c`, a port that is not a number).
     BadHost,
+    /// The client's body could not be read: malformed (a bad chunk size) or
+    /// cut (the client closed or reset mid-body).
+    BadRequestBody,
+    /// The client sent nothing of its body for `--client-body-timeout`.
+    RequestBodyTimeout,
     HeadersTooLarge,
     NoHost,
     NoLocation,
@@ -72,7 +77,10 @@ pub enum ErrorKind {
 impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorKind::MissingHost | ErrorKind::BadHost => StatusCode::BAD_REQUEST,
+            ErrorKind::MissingHost | ErrorKind::BadHost | ErrorKind::BadRequestBody => {
+                StatusCode::BAD_REQUEST
+            }
+            ErrorKind::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
             // Known, but nothing can serve it now: worth asking again.
@@ -95,6 +103,8 @@ impl ErrorKind {
         match self {
             ErrorKind::MissingHost => "missing_host",
             ErrorKind::BadHost => "bad_host",
+            ErrorKind::BadRequestBody => "bad_request_body",
+            ErrorKind::RequestBodyTimeout => "request_body_timeout",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
             ErrorKind::NoLocation => "no_location",
@@ -118,6 +128,8 @@ impl ErrorKind {
         match self {
             ErrorKind::MissingHost => "the request has no Host header\n",
             ErrorKind::BadHost => "the request's Host is not a host name\n",
+            ErrorKind::BadRequestBody => "the request's body is malformed or incomplete\n",
+            ErrorKind::RequestBodyTimeout => "the request's body did not arrive in time\n",
             ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB\n",
             ErrorKind::NoHost => "no route for this host\n",
             ErrorKind::NoLocation => "no route for this path\n",
@@ -174,6 +186,15 @@ impl ProxyError {
                 | ErrorKind::ConnectFailed
                 | ErrorKind::TlsHandshake
                 | ErrorKind::DnsFailure
+        )
+    }
+
+    /// Reading the client's body failed: the client's fault, never counted
+    /// against an upstream nor tried on another.
+    pub fn is_client_fault(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::BadRequestBody | ErrorKind::RequestBodyTimeout
         )
     }
 
@@ -267,9 +288,11 @@ mod tests {
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
 
-    const EVERY_KIND: [ErrorKind; 17] = [
+    const EVERY_KIND: [ErrorKind; 19] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
+        ErrorKind::BadRequestBody,
+        ErrorKind::RequestBodyTimeout,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
         ErrorKind::NoLocation,
