@@ -388,4 +388,19 @@ mod tests {
         let reset = ProxyError::from(ErrorKind::ResetBeforeResponse);
         assert!(reset.is_lost_before_answer() && !reset.is_connect_failure());
     }
+
+    #[test]
+    fn only_client_body_failures_are_the_clients_faults() {
+        let clients = [ErrorKind::BadRequestBody, ErrorKind::RequestBodyTimeout];
+        for kind in EVERY_KIND {
+            let error = ProxyError::from(kind);
+            assert_eq!(error.is_client_fault(), clients.contains(&kind), "{kind:?}");
+            assert!(!(error.is_client_fault() && error.is_connect_failure()));
+        }
+        assert_eq!(ErrorKind::BadRequestBody.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            ErrorKind::RequestBodyTimeout.status(),
+            StatusCode::REQUEST_TIMEOUT
+        );
+    }
 }
