@@ -115,7 +115,8 @@ async fn handle_inner(
         &route,
         state.client_body_timeout,
     )
-    .await?;
+    .await
+    .inspect_err(|error| record.log_client_fault(&route.location, error))?;
     let mut tries = Tries::new(&route);
 
     let mut endpoint = first;

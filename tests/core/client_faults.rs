@@ -126,3 +126,25 @@ async fn a_body_that_stops_arriving_is_408_after_the_client_body_timeout() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_h2c_upstream_waiting_for_a_stalled_body_is_not_blamed() {
+    let (reading, _) = reading_backend("h2c").await;
+    let routes = json!({"host": {"example.com": {"location": {"/": {
+        "upstream": {reading.addr.to_string(): {"protocol": "h2c"}}
+    }}}}})
+    .to_string();
+    let settings = Settings {
+        upstream_timeout: Duration::from_millis(200),
+        client_body_timeout: Duration::from_millis(500),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&routes, settings).await;
+    let request = b"POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n\r\nhalf!";
+    let answer = exchange(proxy.addr, request).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    let request = format!("POST / HTTP/1.1\r\n{MALFORMED_CHUNKS}");
+    let answer = exchange(proxy.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+}
