@@ -79,6 +79,10 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_HEADER_READ_TIMEOUT", default_value = defaults::HEADER_READ_TIMEOUT, value_parser = parse_duration)]
     pub header_read_timeout: Duration,
 
+    /// How long a client may pause while sending a request body before 408.
+    #[arg(long, env = "DOCKHAND_CLIENT_BODY_TIMEOUT", default_value = defaults::CLIENT_BODY_TIMEOUT, value_parser = parse_duration)]
+    pub client_body_timeout: Duration,
+
     /// How often every container is listed again, besides Docker's events.
     #[arg(long, env = "DOCKHAND_DOCKER_RELIST_INTERVAL", default_value = defaults::DOCKER_RELIST_INTERVAL, value_parser = parse_duration)]
     pub docker_relist_interval: Duration,
@@ -130,6 +134,7 @@ impl Flags {
             upstream_timeout: self.upstream_timeout,
             shutdown_timeout: self.shutdown_timeout,
             header_read_timeout: self.header_read_timeout,
+            client_body_timeout: self.client_body_timeout,
             trusted_proxies: self.trusted_proxies.clone(),
             dns_resolver: self.dns_resolver,
         })

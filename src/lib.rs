@@ -118,6 +118,7 @@ pub async fn run(
         resolve_hints: Arc::new(names),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,
+        client_body_timeout: settings.client_body_timeout,
     });
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,

@@ -26,6 +26,7 @@ pub mod defaults {
     pub const UPSTREAM_TIMEOUT: &str = "60s";
     pub const SHUTDOWN_TIMEOUT: &str = "30s";
     pub const HEADER_READ_TIMEOUT: &str = "10s";
+    pub const CLIENT_BODY_TIMEOUT: &str = "60s";
     pub const DOCKER_RELIST_INTERVAL: &str = "60s";
     pub const LOG_LEVEL: &str = "info";
 }
@@ -49,6 +50,9 @@ pub struct Settings {
     pub shutdown_timeout: Duration,
     /// How long a client may take to send a request head (slowloris guard).
     pub header_read_timeout: Duration,
+    /// How long a client may leave its request body waiting between two
+    /// reads before `408`.
+    pub client_body_timeout: Duration,
     /// Peers whose `X-Forwarded-*` headers are trusted and extended.
     pub trusted_proxies: Vec<IpNet>,
     /// The DNS server upstream names are resolved with; `None` means the
@@ -171,6 +175,7 @@ impl Default for Settings {
             upstream_timeout: default_duration(defaults::UPSTREAM_TIMEOUT),
             shutdown_timeout: default_duration(defaults::SHUTDOWN_TIMEOUT),
             header_read_timeout: default_duration(defaults::HEADER_READ_TIMEOUT),
+            client_body_timeout: default_duration(defaults::CLIENT_BODY_TIMEOUT),
             trusted_proxies: Vec::new(),
             dns_resolver: None,
             docker: Some(DockerSettings::default()),

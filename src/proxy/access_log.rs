@@ -2,7 +2,8 @@
 //! it carries the bytes sent and the whole duration), at target
 //! `dockhand::access`; and the WARN for each failed try and for a body cut
 //! after its head went out, logged once each with where the request went
-//! and why it failed.
+//! and why it failed (a client body that failed is logged as the client's,
+//! at INFO).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -81,6 +82,21 @@ impl AccessRecord {
             error = error.reason(),
             cause = error.cause_text().as_deref().unwrap_or(""),
             "upstream try failed"
+        );
+    }
+
+    /// The current try failed on the client's side: its body could not be
+    /// read. The upstream is named only as where the body was going.
+    pub fn log_client_fault(&self, location: &str, error: &ProxyError) {
+        tracing::info!(
+            target: FAILURE_TARGET,
+            host = self.host_text(),
+            location,
+            upstream = self.upstream_text(),
+            attempt = self.attempt,
+            error = error.reason(),
+            cause = error.cause_text().as_deref().unwrap_or(""),
+            "client request body failed"
         );
     }
 

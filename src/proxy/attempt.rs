@@ -12,8 +12,9 @@ use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 use hyper::body::Incoming;
 
+use super::client_body::ClientStream;
 use super::error::{ErrorKind, ProxyError};
-use super::request_body::{keep_small, BodyClaim, KeptBody, UpstreamBody};
+use super::request_body::{keep_small, BodyClaim, KeptBody, SmallBody, UpstreamBody};
 use super::rewrite::rewrite_path;
 use super::upgrade;
 use crate::config::Retry;
@@ -128,31 +129,35 @@ pub(super) enum Sending {
 }
 
 impl Sending {
+    /// Fails when a body that is read whole first can't be read (the
+    /// client's fault; no upstream was tried).
     pub(super) async fn new(
         body: Incoming,
         bodyless: bool,
         method: &Method,
         route: &RequestPlan,
-    ) -> Sending {
+        client_body_timeout: Duration,
+    ) -> Result<Sending, ProxyError> {
         if bodyless {
-            return Sending::Bodyless;
+            return Ok(Sending::Bodyless);
         }
+        let body = ClientStream::new(body, client_body_timeout);
         let retries_statuses = route
             .retry
             .as_ref()
             .is_some_and(|retry| !retry.on_statuses.is_empty() && retry.attempts > 0);
         let (next, claim) = if retries_statuses && resent_after_answer(method) {
-            match keep_small(body).await {
-                Ok(kept) => return Sending::Kept(kept),
-                Err(rest) => UpstreamBody::from_stream(rest),
+            match keep_small(body).await? {
+                SmallBody::Whole(kept) => return Ok(Sending::Kept(kept)),
+                SmallBody::TooLarge(rest) => UpstreamBody::from_stream(rest),
             }
         } else {
             UpstreamBody::streamed(body)
         };
-        Sending::Streamed {
+        Ok(Sending::Streamed {
             next: Some(next),
             claim,
-        }
+        })
     }
 
     pub(super) fn body_for_try(&mut self) -> UpstreamBody {
@@ -174,6 +179,23 @@ impl Sending {
                 }
                 next.is_some()
             }
+        }
+    }
+
+    /// Why reading the client's body failed during a try, if it did: a
+    /// kept body was read whole before any.
+    pub(super) fn client_failure(&self) -> Option<ProxyError> {
+        match self {
+            Sending::Streamed { claim, .. } => claim.failure().map(ProxyError::from),
+            Sending::Bodyless | Sending::Kept(_) => None,
+        }
+    }
+
+    /// Whether the try under way waits for the client's next body bytes.
+    pub(super) fn waits_on_client(&self) -> bool {
+        match self {
+            Sending::Streamed { claim, .. } => claim.waits_on_client(),
+            Sending::Bodyless | Sending::Kept(_) => false,
         }
     }
 

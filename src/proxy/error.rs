@@ -47,6 +47,11 @@ pub enum ErrorKind {
     /// More than one `Host` line (RFC 9112 §3.2): which one is meant is
     /// ambiguous, so none is.
     RepeatedHost,
+    /// The client's body could not be read: malformed (a bad chunk size) or
+    /// cut (the client closed or reset mid-body).
+    BadRequestBody,
+    /// The client sent nothing of its body for `--client-body-timeout`.
+    RequestBodyTimeout,
     HeadersTooLarge,
     NoHost,
     NoLocation,
@@ -80,9 +85,11 @@ pub enum ErrorKind {
 impl ErrorKind {
     pub fn status(self) -> StatusCode {
         match self {
-            ErrorKind::MissingHost | ErrorKind::BadHost | ErrorKind::RepeatedHost => {
-                StatusCode::BAD_REQUEST
-            }
+            ErrorKind::MissingHost
+            | ErrorKind::BadHost
+            | ErrorKind::RepeatedHost
+            | ErrorKind::BadRequestBody => StatusCode::BAD_REQUEST,
+            ErrorKind::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
             // Known, but nothing can serve it now: worth asking again.
@@ -107,6 +114,8 @@ impl ErrorKind {
             ErrorKind::MissingHost => "missing_host",
             ErrorKind::BadHost => "bad_host",
             ErrorKind::RepeatedHost => "repeated_host",
+            ErrorKind::BadRequestBody => "bad_request_body",
+            ErrorKind::RequestBodyTimeout => "request_body_timeout",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
             ErrorKind::NoLocation => "no_location",
@@ -132,6 +141,8 @@ impl ErrorKind {
             ErrorKind::MissingHost => "the request has no Host header\n",
             ErrorKind::BadHost => "the request's Host is not a host name\n",
             ErrorKind::RepeatedHost => "the request has more than one Host header\n",
+            ErrorKind::BadRequestBody => "the request's body is malformed or incomplete\n",
+            ErrorKind::RequestBodyTimeout => "the request's body did not arrive in time\n",
             ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB\n",
             ErrorKind::NoHost => "no route for this host\n",
             ErrorKind::NoLocation => "no route for this path\n",
@@ -191,6 +202,15 @@ impl ProxyError {
                 | ErrorKind::ConnectFailed
                 | ErrorKind::TlsHandshake
                 | ErrorKind::DnsFailure
+        )
+    }
+
+    /// Reading the client's body failed: the client's fault, never counted
+    /// against an upstream nor tried on another.
+    pub fn is_client_fault(&self) -> bool {
+        matches!(
+            self.kind,
+            ErrorKind::BadRequestBody | ErrorKind::RequestBodyTimeout
         )
     }
 
@@ -284,10 +304,12 @@ mod tests {
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
 
-    const EVERY_KIND: [ErrorKind; 19] = [
+    const EVERY_KIND: [ErrorKind; 21] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
+        ErrorKind::BadRequestBody,
+        ErrorKind::RequestBodyTimeout,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
         ErrorKind::NoLocation,
@@ -383,5 +405,20 @@ mod tests {
         }
         let reset = ProxyError::from(ErrorKind::ResetBeforeResponse);
         assert!(reset.is_lost_before_answer() && !reset.is_connect_failure());
+    }
+
+    #[test]
+    fn only_client_body_failures_are_the_clients_faults() {
+        let clients = [ErrorKind::BadRequestBody, ErrorKind::RequestBodyTimeout];
+        for kind in EVERY_KIND {
+            let error = ProxyError::from(kind);
+            assert_eq!(error.is_client_fault(), clients.contains(&kind), "{kind:?}");
+            assert!(!(error.is_client_fault() && error.is_connect_failure()));
+        }
+        assert_eq!(ErrorKind::BadRequestBody.status(), StatusCode::BAD_REQUEST);
+        assert_eq!(
+            ErrorKind::RequestBodyTimeout.status(),
+            StatusCode::REQUEST_TIMEOUT
+        );
     }
 }

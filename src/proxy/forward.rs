@@ -39,6 +39,7 @@ pub struct ProxyState {
     pub resolve_hints: Arc<dyn ResolveHints>,
     pub upstream_timeout: Duration,
     pub upstream_wait: Duration,
+    pub client_body_timeout: Duration,
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.
@@ -112,7 +113,15 @@ async fn handle_inner(
         path: route.path.clone(),
         headers: parts.headers,
     };
-    let mut sending = Sending::new(body, bodyless, &head.method, &route).await;
+    let mut sending = Sending::new(
+        body,
+        bodyless,
+        &head.method,
+        &route,
+        state.client_body_timeout,
+    )
+    .await
+    .inspect_err(|error| record.log_client_fault(&route.location, error))?;
     let mut tries = Tries::new(&route);
 
     let mut endpoint = first;
@@ -121,9 +130,13 @@ async fn handle_inner(
         record.attempt += 1;
         let in_flight = endpoint.state.start_request();
         let request = head.request_to(&endpoint, sending.body_for_try());
-        let result = send(state, &endpoint, request).await;
+        let result = send(state, &endpoint, request, &sending).await;
         let again = match &result {
             Ok(response) => tries.after_answer(&route, &sending, &head.method, response.status()),
+            Err(error) if error.is_client_fault() => {
+                record.log_client_fault(&route.location, error);
+                Again::No
+            }
             Err(error) => {
                 record.log_failed_try(&route.location, error);
                 note_failure(state, &endpoint, error);
@@ -155,6 +168,7 @@ async fn handle_inner(
 
     // The client's connection has its own version; the upstream's is not passed on.
     *response.version_mut() = Version::HTTP_11;
+    drop_length_beside_transfer_encoding(response.headers_mut());
     // A switch nobody asked for, or to another protocol, would hand the
     // client a tunnel past routing: refused, and logged as the upstream's fault.
     let switched_to = if response.status() == StatusCode::SWITCHING_PROTOCOLS {
@@ -318,22 +332,31 @@ fn find<'t>(table: &'t RouteTable, wanted: &Wanted<'_>) -> Result<&'t Location, 
         })
 }
 
+/// Sends one try. A failure while the client's body failed is the
+/// client's; an upstream is not timed out while it may be waiting for the
+/// client's body (`--client-body-timeout` ends that wait).
 async fn send(
     state: &ProxyState,
     endpoint: &Endpoint,
     request: Request<UpstreamBody>,
+    sending: &Sending,
 ) -> Result<UpstreamResponse, ProxyError> {
-    let sent = state.client.send(endpoint, request);
-    match tokio::time::timeout(state.upstream_timeout, sent).await {
-        Err(_) => Err(ProxyError::new(
-            ErrorKind::UpstreamTimeout,
-            format!(
-                "no response head within {:?} (--upstream-timeout)",
-                state.upstream_timeout
-            ),
-        )),
-        Ok(Err(error)) => Err(classify(error)),
-        Ok(Ok(response)) => Ok(response),
+    let mut sent = std::pin::pin!(state.client.send(endpoint, request));
+    loop {
+        return match tokio::time::timeout(state.upstream_timeout, &mut sent).await {
+            // The upstream may be waiting for the same bytes: the client's
+            // own timeout decides, or the bytes come and the wait starts over.
+            Err(_) if sending.waits_on_client() => continue,
+            Err(_) => Err(ProxyError::new(
+                ErrorKind::UpstreamTimeout,
+                format!(
+                    "no response head within {:?} (--upstream-timeout)",
+                    state.upstream_timeout
+                ),
+            )),
+            Ok(Err(error)) => Err(sending.client_failure().unwrap_or_else(|| classify(error))),
+            Ok(Ok(response)) => Ok(response),
+        };
     }
 }
 
@@ -365,6 +388,16 @@ fn prepare_head(
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
     headers.insert(header::HOST, host);
+}
+
+/// RFC 9112 §6.3: with `Transfer-Encoding`, the body's length is its
+/// framing and a `Content-Length` beside it is wrong. hyper read the body by
+/// the framing but keeps both headers; passed on, the length would cut the
+/// body for an HTTP/1.1 client and contradict the DATA sent to an HTTP/2 one.
+fn drop_length_beside_transfer_encoding(headers: &mut HeaderMap) {
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        headers.remove(header::CONTENT_LENGTH);
+    }
 }
 
 /// The kind of a failed send, the client's error kept as its cause. A

@@ -7,6 +7,7 @@
 mod access_log;
 mod attempt;
 mod body;
+mod client_body;
 mod error;
 mod forward;
 mod headers;

@@ -2,10 +2,13 @@
 //! slot it leaves only when the upstream connection first reads it: when
 //! connecting fails, nothing was read and the next try takes it back. A small
 //! body that may be sent again after an answer (a retry on a status) is kept
-//! whole instead, up to `MAX_KEPT_BODY`.
+//! whole instead, up to `MAX_KEPT_BODY`. When reading the client's body fails
+//! while it is sent, the upstream connection only sees that it failed; why
+//! (the client's fault) is kept for the request, which answers it.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -14,7 +17,8 @@ use bytes::{Bytes, BytesMut};
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
+
+use super::client_body::{ClientBodyError, ClientStream};
 
 /// The largest body kept to be sent again.
 pub const MAX_KEPT_BODY: usize = 64 * 1024;
@@ -36,42 +40,82 @@ pub struct KeptBody {
 /// keep it whole) and the rest of the stream.
 pub struct StreamedBody {
     read: VecDeque<Frame<Bytes>>,
-    rest: Option<Incoming>,
+    rest: ClientStream,
+}
+
+/// What the request's tries share of the client's body.
+struct Shared {
+    /// The body, until an upstream connection reads from it.
+    body: Mutex<Option<StreamedBody>>,
+    /// Why reading it failed, once it did.
+    failure: Mutex<Option<ClientBodyError>>,
+    /// Whether the try sending it waits for the client's next bytes.
+    waiting_on_client: AtomicBool,
 }
 
 /// The client's body, in its slot until the upstream reads it.
 pub struct ClientBody {
-    slot: Arc<Mutex<Option<StreamedBody>>>,
+    shared: Arc<Shared>,
     taken: Option<StreamedBody>,
 }
 
-/// A handle on a client body's slot, to take it back after a failed connect.
+/// The error an upstream connection sees when reading the client's body
+/// failed; why it failed is the request's, through its `BodyClaim`.
+#[derive(Debug, thiserror::Error)]
+#[error("the client's request body failed")]
+pub struct ClientBodyFailed;
+
+/// A handle on a client body's slot, to take it back after a failed connect
+/// and to learn how the client's side of it went.
 #[derive(Clone)]
-pub struct BodyClaim(Arc<Mutex<Option<StreamedBody>>>);
+pub struct BodyClaim(Arc<Shared>);
 
 impl BodyClaim {
     /// The body again if no upstream has read from it.
     pub fn reclaim(&self) -> Option<UpstreamBody> {
-        let body = lock(&self.0).take()?;
-        Some(UpstreamBody::from_stream(body).0)
+        let untouched = lock(&self.0.body).is_some();
+        untouched.then(|| {
+            UpstreamBody::Client(ClientBody {
+                shared: self.0.clone(),
+                taken: None,
+            })
+        })
+    }
+
+    /// Why reading the client's body failed, if it did.
+    pub fn failure(&self) -> Option<ClientBodyError> {
+        lock(&self.0.failure).take()
+    }
+
+    /// Whether the try sending the body is waiting for the client: an
+    /// upstream that has not answered may be waiting for the same bytes.
+    pub fn waits_on_client(&self) -> bool {
+        self.0.waiting_on_client.load(Ordering::Relaxed)
     }
 }
 
 impl UpstreamBody {
     /// The client's body streamed, and the claim that takes it back.
-    pub fn streamed(body: Incoming) -> (UpstreamBody, BodyClaim) {
+    pub fn streamed(body: ClientStream) -> (UpstreamBody, BodyClaim) {
         UpstreamBody::from_stream(StreamedBody {
             read: VecDeque::new(),
-            rest: Some(body),
+            rest: body,
         })
     }
 
     /// What is left of a client's body streamed, and the claim that takes it back.
     pub fn from_stream(body: StreamedBody) -> (UpstreamBody, BodyClaim) {
-        let slot = Arc::new(Mutex::new(Some(body)));
-        let claim = BodyClaim(slot.clone());
+        let shared = Arc::new(Shared {
+            body: Mutex::new(Some(body)),
+            failure: Mutex::new(None),
+            waiting_on_client: AtomicBool::new(false),
+        });
+        let claim = BodyClaim(shared.clone());
         (
-            UpstreamBody::Client(ClientBody { slot, taken: None }),
+            UpstreamBody::Client(ClientBody {
+                shared,
+                taken: None,
+            }),
             claim,
         )
     }
@@ -81,26 +125,23 @@ impl UpstreamBody {
     }
 }
 
-/// Reads the client's body whole if it is at most `MAX_KEPT_BODY`; a larger
-/// one comes back as what was read plus the rest, to be streamed.
-pub async fn keep_small(mut body: Incoming) -> Result<KeptBody, StreamedBody> {
+/// A client's body read as far as `keep_small` reads it.
+pub enum SmallBody {
+    Whole(KeptBody),
+    /// Over `MAX_KEPT_BODY`: what was read and the rest, to be streamed.
+    TooLarge(StreamedBody),
+}
+
+/// Reads the client's body whole if it is at most `MAX_KEPT_BODY`.
+pub async fn keep_small(mut body: ClientStream) -> Result<SmallBody, ClientBodyError> {
     let mut read = VecDeque::new();
     let mut size = 0;
     while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else {
-            // The client's body broke: what was read and the error go upstream as they are.
-            return Err(StreamedBody {
-                read,
-                rest: Some(body),
-            });
-        };
+        let frame = frame?;
         size += frame.data_ref().map_or(0, Bytes::len);
         read.push_back(frame);
         if size > MAX_KEPT_BODY {
-            return Err(StreamedBody {
-                read,
-                rest: Some(body),
-            });
+            return Ok(SmallBody::TooLarge(StreamedBody { read, rest: body }));
         }
     }
     let mut data = BytesMut::with_capacity(size);
@@ -111,20 +152,20 @@ pub async fn keep_small(mut body: Incoming) -> Result<KeptBody, StreamedBody> {
             Err(frame) => trailers = frame.into_trailers().ok(),
         }
     }
-    Ok(KeptBody {
+    Ok(SmallBody::Whole(KeptBody {
         data: data.freeze(),
         trailers,
-    })
+    }))
 }
 
 impl Body for UpstreamBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = ClientBodyFailed;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyFailed>>> {
         match self.get_mut() {
             UpstreamBody::Empty => Poll::Ready(None),
             UpstreamBody::Kept(kept) => Poll::Ready(kept.as_mut().and_then(|body| {
@@ -134,22 +175,7 @@ impl Body for UpstreamBody {
                 let trailers = body.trailers.take();
                 trailers.map(|trailers| Ok(Frame::trailers(trailers)))
             })),
-            UpstreamBody::Client(client) => {
-                let body = match &mut client.taken {
-                    Some(body) => body,
-                    taken @ None => match lock(&client.slot).take() {
-                        Some(body) => taken.insert(body),
-                        None => return Poll::Ready(None),
-                    },
-                };
-                if let Some(frame) = body.read.pop_front() {
-                    return Poll::Ready(Some(Ok(frame)));
-                }
-                match &mut body.rest {
-                    Some(rest) => Pin::new(rest).poll_frame(cx),
-                    None => Poll::Ready(None),
-                }
-            }
+            UpstreamBody::Client(client) => client.poll_frame(cx),
         }
     }
 
@@ -161,7 +187,7 @@ impl Body for UpstreamBody {
                 .is_none_or(|body| body.data.is_empty() && body.trailers.is_none()),
             UpstreamBody::Client(client) => match &client.taken {
                 Some(body) => body.is_end_stream(),
-                None => lock(&client.slot)
+                None => lock(&client.shared.body)
                     .as_ref()
                     .is_none_or(StreamedBody::is_end_stream),
             },
@@ -176,7 +202,7 @@ impl Body for UpstreamBody {
             }
             UpstreamBody::Client(client) => match &client.taken {
                 Some(body) => body.size_hint(),
-                None => lock(&client.slot)
+                None => lock(&client.shared.body)
                     .as_ref()
                     .map_or_else(|| SizeHint::with_exact(0), StreamedBody::size_hint),
             },
@@ -184,9 +210,40 @@ impl Body for UpstreamBody {
     }
 }
 
+impl ClientBody {
+    fn poll_frame(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyFailed>>> {
+        let body = match &mut self.taken {
+            Some(body) => body,
+            taken @ None => match lock(&self.shared.body).take() {
+                Some(body) => taken.insert(body),
+                None => return Poll::Ready(None),
+            },
+        };
+        if let Some(frame) = body.read.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        let polled = Pin::new(&mut body.rest).poll_frame(cx);
+        self.shared
+            .waiting_on_client
+            .store(polled.is_pending(), Ordering::Relaxed);
+        match polled {
+            Poll::Ready(Some(Err(error))) => {
+                *lock(&self.shared.failure) = Some(error);
+                Poll::Ready(Some(Err(ClientBodyFailed)))
+            }
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
 impl StreamedBody {
     fn is_end_stream(&self) -> bool {
-        self.read.is_empty() && self.rest.as_ref().is_none_or(Body::is_end_stream)
+        self.read.is_empty() && self.rest.is_end_stream()
     }
 
     fn size_hint(&self) -> SizeHint {
@@ -195,10 +252,7 @@ impl StreamedBody {
             .iter()
             .map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64))
             .sum();
-        let rest = self
-            .rest
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), Body::size_hint);
+        let rest = self.rest.size_hint();
         let mut hint = SizeHint::new();
         hint.set_lower(rest.lower() + read);
         if let Some(upper) = rest.upper() {

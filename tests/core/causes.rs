@@ -128,3 +128,51 @@ async fn a_bad_host_names_itself_as_the_cause() {
     assert_eq!(access["error"], "bad_host");
     assert_eq!(access["cause"], "\"a:b:c\" is not a host name");
 }
+
+#[tokio::test]
+async fn a_client_body_fault_is_logged_as_the_clients_not_as_a_failed_try() {
+    let reading = Backend::start(|request: http::Request<hyper::body::Incoming>| async move {
+        let _ = request.into_body().collect().await;
+        http::Response::new(empty())
+    })
+    .await;
+    let routes = json!({"host": {
+        "malformed.test": {"location": {"/": {"upstream": {reading.addr.to_string(): {}}}}},
+        "stalled.test": {"location": {"/": {"upstream": {reading.addr.to_string(): {}}}}}
+    }})
+    .to_string();
+    let process = ProxyProcess::start(&routes, &["--client-body-timeout", "300ms"]).await;
+    for (host, body, reason, cause) in [
+        (
+            "malformed.test",
+            "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "bad_request_body",
+            "could not be read",
+        ),
+        (
+            "stalled.test",
+            "Content-Length: 10\r\n\r\nhalf",
+            "request_body_timeout",
+            "--client-body-timeout",
+        ),
+    ] {
+        let mut stream = tokio::net::TcpStream::connect(process.addr).await.unwrap();
+        let request = format!("POST / HTTP/1.1\r\nHost: {host}\r\n{body}");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let access = process.access_event(host).await;
+        assert_eq!(access["error"], reason, "{access}");
+        assert!(text(&access, "cause").contains(cause), "{access}");
+        assert!(process.warnings(FAILED_TRY, host).is_empty());
+        let client_faults: Vec<Value> = process
+            .events()
+            .into_iter()
+            .filter(|event| {
+                event["message"] == "client request body failed" && event["host"] == host
+            })
+            .collect();
+        assert_eq!(client_faults.len(), 1, "{client_faults:?}");
+        assert_eq!(client_faults[0]["level"], "INFO");
+        assert_eq!(client_faults[0]["error"], reason);
+        assert_eq!(client_faults[0]["upstream"], reading.addr.to_string());
+    }
+}

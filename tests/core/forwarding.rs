@@ -8,6 +8,7 @@ use futures_util::StreamExt;
 use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use dockhand::settings::Settings;
@@ -270,4 +271,31 @@ async fn hop_by_hop_headers_are_removed_both_ways() {
     assert!(reply.headers.get("keep-alive").is_none());
     assert!(reply.headers.get("trailer").is_none());
     assert_eq!(reply.header("x-upstream-public"), "1");
+}
+
+#[tokio::test]
+async fn a_content_length_beside_transfer_encoding_is_dropped() {
+    let both = raw_upstream(|mut stream| async move {
+        let _ = stream
+            .write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n\
+                  b\r\nhello world\r\n6\r\n, all!\r\n0\r\n\r\n",
+            )
+            .await;
+    })
+    .await;
+    let proxy = Proxy::start(&one_route("example.com", both)).await;
+    let reply = get(proxy.addr, "example.com", "/").await;
+    assert_eq!(reply.text(), "hello world, all!");
+    assert!(reply
+        .headers
+        .get("content-length")
+        .is_none_or(|length| length == "17"));
+    let mut sender = h2_connection(proxy.addr).await;
+    let request = http::Request::builder()
+        .uri("http://example.com/")
+        .body(empty())
+        .unwrap();
+    let reply = read_reply(sender.send_request(request).await.unwrap()).await;
+    assert_eq!(reply.text(), "hello world, all!");
 }

@@ -6,6 +6,7 @@ mod support;
 mod upstreams;
 
 mod causes;
+mod client_faults;
 mod forwarding;
 mod host_header;
 mod lifecycle;
