@@ -103,7 +103,8 @@ fn replace_claims(headers: &mut HeaderMap, peer: &PeerInfo, this_hop: ForwardedE
     headers.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(this_hop.proto));
     set_or_remove(headers, &X_FORWARDED_HOST, this_hop.host.cloned());
     set_or_remove(headers, &X_FORWARDED_PORT, peer.local_port.clone());
-    // dockhand strips no prefix of its own, and has no other name for the client.
+    // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
+    // client's would reach the upstream unchecked.
     headers.remove(&X_FORWARDED_PREFIX);
     headers.remove(&X_CLIENT_IP);
 }
