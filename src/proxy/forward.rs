@@ -15,8 +15,9 @@ use hyper::body::Incoming;
 use super::access_log::AccessRecord;
 use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
+use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{find_source, ErrorKind, ProxyError};
-use super::headers::{self, PeerInfo};
+use super::headers;
 use super::host;
 use super::request_body::UpstreamBody;
 use super::upgrade;
@@ -45,7 +46,7 @@ pub struct ProxyState {
 /// Answers one request; never fails: errors become dockhand's own statuses.
 pub async fn handle(
     state: Arc<ProxyState>,
-    peer: PeerInfo,
+    peer: Arc<PeerInfo>,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut record = Box::new(AccessRecord {
@@ -384,7 +385,7 @@ fn prepare_head(
     if let Some(protocols) = forwarded_upgrade {
         upgrade::set_upgrade(headers, protocols);
     }
-    headers::set_forwarded(headers, peer, Some(&host), "http");
+    set_client_identity(headers, peer, Some(&host), "http");
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
     headers.insert(header::HOST, host);

@@ -8,6 +8,7 @@ mod access_log;
 mod attempt;
 mod body;
 mod client_body;
+mod client_identity;
 mod error;
 mod forward;
 mod headers;

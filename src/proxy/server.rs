@@ -3,7 +3,6 @@
 //! accepting and lets in-flight requests finish within the grace period.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,8 +14,8 @@ use hyper_util::server::graceful::GracefulShutdown;
 use ipnet::IpNet;
 use tokio::net::TcpListener;
 
+use super::client_identity::PeerInfo;
 use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
-use super::headers::PeerInfo;
 
 /// Connection-level settings of the server.
 pub struct ServerSettings {
@@ -34,6 +33,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> bool {
     let builder = connection_builder(&settings);
+    let local_port = listener_port(&listener);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -52,7 +52,11 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
-        let peer = peer_info(address, &settings.trusted_proxies);
+        let peer = Arc::new(PeerInfo::new(
+            address,
+            local_port.clone(),
+            &settings.trusted_proxies,
+        ));
         let state = state.clone();
         let service = service_fn(move |request| handle(state.clone(), peer.clone(), request));
         let connection = builder
@@ -88,13 +92,14 @@ fn connection_builder(settings: &ServerSettings) -> auto::Builder<TokioExecutor>
     builder
 }
 
-fn peer_info(address: SocketAddr, trusted_proxies: &[IpNet]) -> PeerInfo {
-    // Peers on a dual-stack listener arrive as `::ffff:a.b.c.d`; match them as IPv4.
-    let ip = address.ip().to_canonical();
-    PeerInfo {
-        address,
-        ip_value: HeaderValue::from_str(&ip.to_string())
-            .expect("an IP address is a valid header value"),
-        trusted: trusted_proxies.iter().any(|net| net.contains(&ip)),
+/// The port clients connect to, as `X-Forwarded-Port` says it; none (and
+/// the header not sent) if the socket can't tell, which a bound one can.
+fn listener_port(listener: &TcpListener) -> Option<HeaderValue> {
+    match listener.local_addr() {
+        Ok(address) => Some(HeaderValue::from(address.port())),
+        Err(error) => {
+            tracing::warn!(%error, "the listener's port is unknown: X-Forwarded-Port is not sent");
+            None
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Forwarding: streamed bodies, pooled upstream connections, the Host the
-//! client sent, X-Forwarded-* and hop-by-hop header rules.
+//! client sent, the headers that say who the client is (`Forwarded`,
+//! `X-Forwarded-*`, `x-dockhand-*`) and hop-by-hop header rules.
 
 use std::time::Duration;
 
@@ -142,42 +143,88 @@ async fn hundred_sequential_requests_share_one_upstream_connection() {
     assert_eq!(backend.connection_count(), 1);
 }
 
+/// Each header as the echo backend received it, against what it should be
+/// (`None`: not received).
+fn assert_echoed(reply: &Reply, expected: &[(&str, Option<&str>)]) {
+    for (name, value) in expected {
+        assert_eq!(reply.echoed_header(name).as_deref(), *value, "{name}");
+    }
+}
+
 #[tokio::test]
-async fn the_client_host_reaches_the_upstream_with_forwarded_headers() {
+async fn every_claim_a_client_makes_about_itself_is_replaced_or_removed() {
     let backend = Backend::echo("a").await;
     let proxy = Proxy::start(&one_route("example.com", backend.addr)).await;
     let spoofed = request("GET", "Example.com:8080", "/")
+        .header("forwarded", "for=6.6.6.6;proto=https;host=evil.test")
         .header("x-forwarded-for", "6.6.6.6")
         .header("x-real-ip", "6.6.6.6")
         .header("x-forwarded-proto", "https")
         .header("x-forwarded-host", "evil.test")
+        .header("x-forwarded-port", "443")
+        .header("x-forwarded-prefix", "/admin")
+        .header("x-client-ip", "6.6.6.6")
+        .header("x-dockhand-error", "no_host")
+        .header("X-Dockhand-User", "admin")
         .body(empty())
         .unwrap();
     let reply = send(proxy.addr, spoofed).await;
-    assert_eq!(
-        reply.echoed_header("host").as_deref(),
-        Some("Example.com:8080")
-    );
-    assert_eq!(
-        reply.echoed_header("x-forwarded-for").as_deref(),
-        Some("127.0.0.1")
-    );
-    assert_eq!(
-        reply.echoed_header("x-real-ip").as_deref(),
-        Some("127.0.0.1")
-    );
-    assert_eq!(
-        reply.echoed_header("x-forwarded-proto").as_deref(),
-        Some("http")
-    );
-    assert_eq!(
-        reply.echoed_header("x-forwarded-host").as_deref(),
-        Some("Example.com:8080")
+    // The port connected to, not the one the Host header names.
+    let listener_port = proxy.addr.port().to_string();
+    assert_echoed(
+        &reply,
+        &[
+            ("host", Some("Example.com:8080")),
+            (
+                "forwarded",
+                Some(r#"for=127.0.0.1;proto=http;host="Example.com:8080""#),
+            ),
+            ("x-forwarded-for", Some("127.0.0.1")),
+            ("x-real-ip", Some("127.0.0.1")),
+            ("x-forwarded-proto", Some("http")),
+            ("x-forwarded-host", Some("Example.com:8080")),
+            ("x-forwarded-port", Some(&listener_port)),
+            ("x-forwarded-prefix", None),
+            ("x-client-ip", None),
+            ("x-dockhand-error", None),
+            ("x-dockhand-user", None),
+        ],
     );
 }
 
 #[tokio::test]
-async fn a_trusted_proxy_has_its_chain_extended() {
+async fn an_ipv6_client_is_quoted_in_forwarded() {
+    let listener = match tokio::net::TcpListener::bind("[::1]:0").await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("skipped: no IPv6 loopback here ({error})");
+            return;
+        }
+    };
+    let backend = Backend::echo("a").await;
+    let proxy = Proxy::try_start_on(
+        listener,
+        &one_route("example.com", backend.addr),
+        test_settings(),
+    )
+    .await
+    .expect("proxy starts");
+    let reply = get(proxy.addr, "example.com", "/").await;
+    assert_echoed(
+        &reply,
+        &[
+            (
+                "forwarded",
+                Some(r#"for="[::1]";proto=http;host=example.com"#),
+            ),
+            ("x-forwarded-for", Some("::1")),
+            ("x-real-ip", Some("::1")),
+        ],
+    );
+}
+
+#[tokio::test]
+async fn a_trusted_proxy_has_its_chains_extended_and_its_claims_kept() {
     let backend = Backend::echo("a").await;
     let settings = Settings {
         trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
@@ -185,27 +232,35 @@ async fn a_trusted_proxy_has_its_chain_extended() {
     };
     let proxy = Proxy::start_with(&one_route("example.com", backend.addr), settings).await;
     let forwarded = request("GET", "example.com", "/")
+        .header("forwarded", "for=203.0.113.9;proto=https")
         .header("x-forwarded-for", "203.0.113.9")
         .header("x-real-ip", "203.0.113.9")
         .header("x-forwarded-proto", "https")
+        .header("x-forwarded-port", "443")
+        .header("x-forwarded-prefix", "/app")
+        .header("x-client-ip", "203.0.113.9")
+        .header("x-dockhand-user", "admin")
         .body(empty())
         .unwrap();
     let reply = send(proxy.addr, forwarded).await;
-    assert_eq!(
-        reply.echoed_header("x-forwarded-for").as_deref(),
-        Some("203.0.113.9, 127.0.0.1")
-    );
-    assert_eq!(
-        reply.echoed_header("x-real-ip").as_deref(),
-        Some("203.0.113.9")
-    );
-    assert_eq!(
-        reply.echoed_header("x-forwarded-proto").as_deref(),
-        Some("https")
-    );
-    assert_eq!(
-        reply.echoed_header("x-forwarded-host").as_deref(),
-        Some("example.com")
+    assert_echoed(
+        &reply,
+        &[
+            (
+                "forwarded",
+                Some("for=203.0.113.9;proto=https, for=127.0.0.1;proto=http;host=example.com"),
+            ),
+            ("x-forwarded-for", Some("203.0.113.9, 127.0.0.1")),
+            ("x-real-ip", Some("203.0.113.9")),
+            ("x-forwarded-proto", Some("https")),
+            // What the trusted proxy did not say, dockhand says.
+            ("x-forwarded-host", Some("example.com")),
+            ("x-forwarded-port", Some("443")),
+            ("x-forwarded-prefix", Some("/app")),
+            ("x-client-ip", Some("203.0.113.9")),
+            // dockhand's namespace is not the trusted proxy's to fill.
+            ("x-dockhand-user", None),
+        ],
     );
 }
 

@@ -255,12 +255,21 @@ impl Proxy {
     }
 
     /// Starts, or returns the start error (a bad routes file).
-    pub async fn try_start(routes: &str, mut settings: Settings) -> Result<Proxy, Error> {
+    pub async fn try_start(routes: &str, settings: Settings) -> Result<Proxy, Error> {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Proxy::try_start_on(listener, routes, settings).await
+    }
+
+    /// As `try_start`, serving on `listener`.
+    pub async fn try_start_on(
+        listener: TcpListener,
+        routes: &str,
+        mut settings: Settings,
+    ) -> Result<Proxy, Error> {
         let dir = tempfile::tempdir().unwrap();
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         settings.routes_file = Some(routes_path.clone());
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let mut task = tokio::spawn(dockhand::run(

@@ -1,0 +1,471 @@
+//! The headers that say who the client is (its address, and the protocol,
+//! host, port and path prefix it asked for) are dockhand's to set. From an
+//! untrusted peer, every such claim the client sent is replaced with what the
+//! connection says, or removed; from a `--trusted-proxies` peer the claims are
+//! kept, the address chains (`Forwarded`, `X-Forwarded-For`) are appended to
+//! and what is absent is set. Headers in dockhand's own namespace
+//! (`x-dockhand-*`) are taken from no client.
+//!
+//! This runs for every request: what depends only on the connection is built
+//! once per connection (`PeerInfo`), and a value built per request is written
+//! into one allocation of its exact size.
+
+use std::net::{IpAddr, SocketAddr};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use ipnet::IpNet;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+static X_FORWARDED_PORT: HeaderName = HeaderName::from_static("x-forwarded-port");
+static X_FORWARDED_PREFIX: HeaderName = HeaderName::from_static("x-forwarded-prefix");
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+static X_CLIENT_IP: HeaderName = HeaderName::from_static("x-client-ip");
+
+/// Request headers whose names start with this mean what dockhand says.
+const OWN_NAMESPACE: &str = "x-dockhand-";
+
+/// Between the elements of a list header's value.
+const LIST_SEPARATOR: &[u8] = b", ";
+
+/// What a connection knows about its peer, computed once per connection.
+pub struct PeerInfo {
+    pub address: SocketAddr,
+    /// The peer's IP as a header value, ready to set.
+    ip_value: HeaderValue,
+    /// The peer's IP as RFC 7239 writes a node: the value of `for=`.
+    forwarded_node: Box<str>,
+    /// The port the peer connected to, for `X-Forwarded-Port`; none when
+    /// the listener could not tell its own address.
+    local_port: Option<HeaderValue>,
+    /// Whether the peer is in `--trusted-proxies`.
+    trusted: bool,
+}
+
+impl PeerInfo {
+    pub fn new(
+        address: SocketAddr,
+        local_port: Option<HeaderValue>,
+        trusted_proxies: &[IpNet],
+    ) -> PeerInfo {
+        // Peers on a dual-stack listener arrive as `::ffff:a.b.c.d`: they are IPv4 clients.
+        let ip = address.ip().to_canonical();
+        PeerInfo {
+            address,
+            ip_value: HeaderValue::from_str(&ip.to_string())
+                .expect("an IP address is a valid header value"),
+            forwarded_node: forwarded_node(ip).into_boxed_str(),
+            local_port,
+            trusted: trusted_proxies.iter().any(|net| net.contains(&ip)),
+        }
+    }
+}
+
+/// An address as an RFC 7239 node (§6): IPv4 as it is; IPv6 in brackets,
+/// and quoted, since `[`, `:` and `]` can't appear in a token.
+fn forwarded_node(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("\"[{ip}]\""),
+    }
+}
+
+/// Sets the headers that claim who the client is, for a request that came
+/// over `proto` from `peer` and asked for `host`. `proto` is a token
+/// (`http`, `https`).
+pub fn set_client_identity(
+    headers: &mut HeaderMap,
+    peer: &PeerInfo,
+    host: Option<&HeaderValue>,
+    proto: &'static str,
+) {
+    remove_own_namespace(headers);
+    let this_hop = ForwardedElement {
+        node: &peer.forwarded_node,
+        proto,
+        host,
+    };
+    if peer.trusted {
+        extend_claims(headers, peer, this_hop);
+    } else {
+        replace_claims(headers, peer, this_hop);
+    }
+}
+
+/// From an untrusted peer: only what the connection says is passed on.
+fn replace_claims(headers: &mut HeaderMap, peer: &PeerInfo, this_hop: ForwardedElement<'_>) {
+    let forwarded = build_value(this_hop.len(), |value| this_hop.write(value));
+    set_or_remove(headers, &header::FORWARDED, forwarded);
+    headers.insert(&X_FORWARDED_FOR, peer.ip_value.clone());
+    headers.insert(&X_REAL_IP, peer.ip_value.clone());
+    headers.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(this_hop.proto));
+    set_or_remove(headers, &X_FORWARDED_HOST, this_hop.host.cloned());
+    set_or_remove(headers, &X_FORWARDED_PORT, peer.local_port.clone());
+    // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
+    // client's would reach the upstream unchecked.
+    headers.remove(&X_FORWARDED_PREFIX);
+    headers.remove(&X_CLIENT_IP);
+}
+
+/// From a trusted proxy: its claims are kept, the chains get this hop, and
+/// what it did not say is said.
+fn extend_claims(headers: &mut HeaderMap, peer: &PeerInfo, this_hop: ForwardedElement<'_>) {
+    let forwarded = appended(headers, &header::FORWARDED, this_hop.len(), |value| {
+        this_hop.write(value)
+    });
+    set_or_remove(headers, &header::FORWARDED, forwarded);
+    let ip = peer.ip_value.as_bytes();
+    let forwarded_for = appended(headers, &X_FORWARDED_FOR, ip.len(), |value| {
+        value.extend_from_slice(ip)
+    });
+    set_or_remove(headers, &X_FORWARDED_FOR, forwarded_for);
+    headers
+        .entry(&X_REAL_IP)
+        .or_insert_with(|| peer.ip_value.clone());
+    headers
+        .entry(&X_FORWARDED_PROTO)
+        .or_insert_with(|| HeaderValue::from_static(this_hop.proto));
+    if let Some(host) = this_hop.host {
+        headers
+            .entry(&X_FORWARDED_HOST)
+            .or_insert_with(|| host.clone());
+    }
+    if let Some(port) = &peer.local_port {
+        headers
+            .entry(&X_FORWARDED_PORT)
+            .or_insert_with(|| port.clone());
+    }
+}
+
+/// Removes every `x-dockhand-*` header.
+fn remove_own_namespace(headers: &mut HeaderMap) {
+    let is_own = |name: &HeaderName| name.as_str().starts_with(OWN_NAMESPACE);
+    // Nearly every request has none: looking first spares it the list.
+    if !headers.keys().any(is_own) {
+        return;
+    }
+    let own: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| is_own(name))
+        .cloned()
+        .collect();
+    for name in own {
+        headers.remove(name);
+    }
+}
+
+fn set_or_remove(headers: &mut HeaderMap, name: &'static HeaderName, value: Option<HeaderValue>) {
+    match value {
+        Some(value) => headers.insert(name, value),
+        None => headers.remove(name),
+    };
+}
+
+/// One RFC 7239 element about this hop: `for=NODE;proto=PROTO;host=HOST`.
+struct ForwardedElement<'a> {
+    node: &'a str,
+    proto: &'static str,
+    host: Option<&'a HeaderValue>,
+}
+
+impl ForwardedElement<'_> {
+    const FOR: &'static [u8] = b"for=";
+    const PROTO: &'static [u8] = b";proto=";
+    const HOST: &'static [u8] = b";host=";
+
+    /// The bytes `write` writes.
+    fn len(&self) -> usize {
+        let host = self
+            .host
+            .map_or(0, |host| Self::HOST.len() + parameter_len(host.as_bytes()));
+        Self::FOR.len() + self.node.len() + Self::PROTO.len() + self.proto.len() + host
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(Self::FOR);
+        out.extend_from_slice(self.node.as_bytes());
+        out.extend_from_slice(Self::PROTO);
+        out.extend_from_slice(self.proto.as_bytes());
+        if let Some(host) = self.host {
+            out.extend_from_slice(Self::HOST);
+            write_parameter(host.as_bytes(), out);
+        }
+    }
+}
+
+/// The length of `raw` written as an RFC 7239 value (see `write_parameter`).
+fn parameter_len(raw: &[u8]) -> usize {
+    if is_token(raw) {
+        return raw.len();
+    }
+    let escapes = raw.iter().filter(|&&byte| needs_escape(byte)).count();
+    raw.len() + escapes + 2
+}
+
+/// Writes `raw` as RFC 7239 §4 writes a value: as it is when it is a token,
+/// else as a quoted-string (a host with a port, an IPv6 host) with `"` and
+/// `\` escaped. Header value bytes are all allowed in a quoted-string
+/// otherwise (RFC 7230 §3.2.6).
+fn write_parameter(raw: &[u8], out: &mut Vec<u8>) {
+    if is_token(raw) {
+        out.extend_from_slice(raw);
+        return;
+    }
+    out.push(b'"');
+    for &byte in raw {
+        if needs_escape(byte) {
+            out.push(b'\\');
+        }
+        out.push(byte);
+    }
+    out.push(b'"');
+}
+
+fn needs_escape(byte: u8) -> bool {
+    byte == b'"' || byte == b'\\'
+}
+
+/// RFC 7230 §3.2.6: one or more `tchar`.
+fn is_token(raw: &[u8]) -> bool {
+    !raw.is_empty()
+        && raw
+            .iter()
+            .all(|&byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+}
+
+/// The value of the list header `name` with one more element, which `write`
+/// writes in `element_len` bytes: every value already there (every line, in
+/// order, as one list), then the element.
+fn appended(
+    headers: &HeaderMap,
+    name: &HeaderName,
+    element_len: usize,
+    write: impl FnOnce(&mut Vec<u8>),
+) -> Option<HeaderValue> {
+    let earlier = || {
+        headers
+            .get_all(name)
+            .iter()
+            .filter(|value| !value.is_empty())
+    };
+    let earlier_len: usize = earlier()
+        .map(|value| value.len() + LIST_SEPARATOR.len())
+        .sum();
+    build_value(earlier_len + element_len, |out| {
+        for value in earlier() {
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(LIST_SEPARATOR);
+        }
+        write(out);
+    })
+}
+
+/// A header value that `write` writes in `len` bytes, in one allocation of
+/// that size (a `Vec` that is full becomes `Bytes` without copying). None
+/// only if `write` wrote bytes a header can't hold, which the callers never
+/// do: their bytes come from header values and from dockhand.
+fn build_value(len: usize, write: impl FnOnce(&mut Vec<u8>)) -> Option<HeaderValue> {
+    let mut value = Vec::with_capacity(len);
+    write(&mut value);
+    debug_assert_eq!(
+        value.len(),
+        len,
+        "the length computed is the length written"
+    );
+    HeaderValue::from_maybe_shared(Bytes::from(value)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn peer(address: &str, trusted: bool) -> PeerInfo {
+        let trusted_proxies: Vec<IpNet> = match trusted {
+            true => vec!["0.0.0.0/0".parse().unwrap(), "::/0".parse().unwrap()],
+            false => Vec::new(),
+        };
+        PeerInfo::new(
+            address.parse().unwrap(),
+            Some(HeaderValue::from(8080u16)),
+            &trusted_proxies,
+        )
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    fn forwarded_for(address: &str, host: &str) -> String {
+        let mut map = HeaderMap::new();
+        let host = HeaderValue::from_str(host).unwrap();
+        set_client_identity(&mut map, &peer(address, false), Some(&host), "http");
+        map["forwarded"].to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn nodes_quote_ipv6_addresses_only() {
+        assert_eq!(forwarded_node("192.0.2.7".parse().unwrap()), "192.0.2.7");
+        assert_eq!(
+            forwarded_node("2001:db8::1".parse().unwrap()),
+            "\"[2001:db8::1]\""
+        );
+    }
+
+    #[test]
+    fn forwarded_quotes_what_is_not_a_token() {
+        assert_eq!(
+            forwarded_for("192.0.2.7:5000", "a.example"),
+            "for=192.0.2.7;proto=http;host=a.example"
+        );
+        assert_eq!(
+            forwarded_for("[2001:db8::1]:5000", "a.example:8080"),
+            "for=\"[2001:db8::1]\";proto=http;host=\"a.example:8080\""
+        );
+        assert_eq!(
+            forwarded_for("192.0.2.7:5000", "[2001:db8::2]"),
+            "for=192.0.2.7;proto=http;host=\"[2001:db8::2]\""
+        );
+        assert_eq!(
+            forwarded_for("192.0.2.7:5000", r#"a"b\c d"#),
+            r#"for=192.0.2.7;proto=http;host="a\"b\\c d""#
+        );
+    }
+
+    #[test]
+    fn a_mapped_ipv4_peer_is_named_as_ipv4() {
+        assert_eq!(
+            forwarded_for("[::ffff:192.0.2.7]:5000", "a.example"),
+            "for=192.0.2.7;proto=http;host=a.example"
+        );
+    }
+
+    #[test]
+    fn an_element_without_host_has_no_host_parameter() {
+        let mut map = HeaderMap::new();
+        set_client_identity(&mut map, &peer("192.0.2.7:5000", false), None, "http");
+        assert_eq!(map["forwarded"], "for=192.0.2.7;proto=http");
+        assert!(map.get("x-forwarded-host").is_none());
+    }
+
+    #[test]
+    fn an_untrusted_peer_has_every_claim_replaced_or_removed() {
+        let mut map = headers(&[
+            ("forwarded", "for=6.6.6.6;proto=https;host=evil.test"),
+            ("x-forwarded-for", "6.6.6.6"),
+            ("x-forwarded-for", "6.6.6.7"),
+            ("x-real-ip", "6.6.6.6"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-host", "evil.test"),
+            ("x-forwarded-port", "443"),
+            ("x-forwarded-prefix", "/admin"),
+            ("x-client-ip", "6.6.6.6"),
+            ("x-kept", "yes"),
+        ]);
+        let host = HeaderValue::from_static("a.example");
+        set_client_identity(
+            &mut map,
+            &peer("192.0.2.7:5000", false),
+            Some(&host),
+            "http",
+        );
+        let single = |name: &str| {
+            let values: Vec<_> = map.get_all(name).iter().collect();
+            assert_eq!(values.len(), 1, "{name}: {values:?}");
+            values[0].to_str().unwrap().to_owned()
+        };
+        assert_eq!(
+            single("forwarded"),
+            "for=192.0.2.7;proto=http;host=a.example"
+        );
+        assert_eq!(single("x-forwarded-for"), "192.0.2.7");
+        assert_eq!(single("x-real-ip"), "192.0.2.7");
+        assert_eq!(single("x-forwarded-proto"), "http");
+        assert_eq!(single("x-forwarded-host"), "a.example");
+        assert_eq!(single("x-forwarded-port"), "8080");
+        assert!(map.get("x-forwarded-prefix").is_none());
+        assert!(map.get("x-client-ip").is_none());
+        assert_eq!(map["x-kept"], "yes");
+    }
+
+    #[test]
+    fn a_trusted_peer_has_its_chains_extended_and_its_claims_kept() {
+        let mut map = headers(&[
+            ("forwarded", "for=203.0.113.1;proto=https"),
+            ("forwarded", "for=203.0.113.2"),
+            ("x-forwarded-for", "203.0.113.1"),
+            ("x-forwarded-for", "203.0.113.2"),
+            ("x-real-ip", "203.0.113.1"),
+            ("x-forwarded-proto", "https"),
+            ("x-forwarded-port", "443"),
+            ("x-forwarded-prefix", "/app"),
+            ("x-client-ip", "203.0.113.1"),
+        ]);
+        let host = HeaderValue::from_static("a.example");
+        set_client_identity(&mut map, &peer("192.0.2.7:5000", true), Some(&host), "http");
+        assert_eq!(
+            map["forwarded"],
+            "for=203.0.113.1;proto=https, for=203.0.113.2, for=192.0.2.7;proto=http;host=a.example"
+        );
+        assert_eq!(map.get_all("forwarded").iter().count(), 1);
+        assert_eq!(
+            map["x-forwarded-for"],
+            "203.0.113.1, 203.0.113.2, 192.0.2.7"
+        );
+        assert_eq!(map.get_all("x-forwarded-for").iter().count(), 1);
+        assert_eq!(map["x-real-ip"], "203.0.113.1");
+        assert_eq!(map["x-forwarded-proto"], "https");
+        assert_eq!(map["x-forwarded-host"], "a.example");
+        assert_eq!(map["x-forwarded-port"], "443");
+        assert_eq!(map["x-forwarded-prefix"], "/app");
+        assert_eq!(map["x-client-ip"], "203.0.113.1");
+    }
+
+    #[test]
+    fn a_trusted_peer_that_says_nothing_gets_this_hop_only() {
+        let mut map = HeaderMap::new();
+        let host = HeaderValue::from_static("a.example");
+        set_client_identity(
+            &mut map,
+            &peer("[2001:db8::1]:5000", true),
+            Some(&host),
+            "http",
+        );
+        assert_eq!(
+            map["forwarded"],
+            "for=\"[2001:db8::1]\";proto=http;host=a.example"
+        );
+        assert_eq!(map["x-forwarded-for"], "2001:db8::1");
+        assert_eq!(map["x-real-ip"], "2001:db8::1");
+        assert_eq!(map["x-forwarded-proto"], "http");
+        assert_eq!(map["x-forwarded-port"], "8080");
+        assert!(map.get("x-forwarded-prefix").is_none());
+    }
+
+    #[test]
+    fn dockhand_headers_are_taken_from_no_peer() {
+        for trusted in [false, true] {
+            let mut map = headers(&[
+                ("x-dockhand-error", "no_host"),
+                ("x-dockhand-user", "admin"),
+                ("x-dockhand-user", "root"),
+                ("x-dockhandy", "kept"),
+            ]);
+            set_client_identity(&mut map, &peer("192.0.2.7:5000", trusted), None, "http");
+            let own: Vec<_> = map
+                .keys()
+                .filter(|name| name.as_str().starts_with("x-dockhand-"))
+                .collect();
+            assert!(own.is_empty(), "trusted: {trusted}, left: {own:?}");
+            assert_eq!(map["x-dockhandy"], "kept");
+        }
+    }
+}
