@@ -280,6 +280,7 @@ fn build_value(len: usize, write: impl FnOnce(&mut Vec<u8>)) -> Option<HeaderVal
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::headers::header_map;
 
     fn peer(address: &str, trusted: bool) -> PeerInfo {
         let trusted_proxies: Vec<IpNet> = match trusted {
@@ -291,17 +292,6 @@ mod tests {
             Some(HeaderValue::from(8080u16)),
             &trusted_proxies,
         )
-    }
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
-        }
-        map
     }
 
     fn forwarded_for(address: &str, host: &str) -> String {
@@ -358,7 +348,7 @@ mod tests {
 
     #[test]
     fn an_untrusted_peer_has_every_claim_replaced_or_removed() {
-        let mut map = headers(&[
+        let mut map = header_map(&[
             ("forwarded", "for=6.6.6.6;proto=https;host=evil.test"),
             ("x-forwarded-for", "6.6.6.6"),
             ("x-forwarded-for", "6.6.6.7"),
@@ -398,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_trusted_peer_has_its_chains_extended_and_its_claims_kept() {
-        let mut map = headers(&[
+        let mut map = header_map(&[
             ("forwarded", "for=203.0.113.1;proto=https"),
             ("forwarded", "for=203.0.113.2"),
             ("x-forwarded-for", "203.0.113.1"),
@@ -453,7 +443,7 @@ mod tests {
     #[test]
     fn dockhand_headers_are_taken_from_no_peer() {
         for trusted in [false, true] {
-            let mut map = headers(&[
+            let mut map = header_map(&[
                 ("x-dockhand-error", "no_host"),
                 ("x-dockhand-user", "admin"),
                 ("x-dockhand-user", "root"),

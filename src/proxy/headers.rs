@@ -46,24 +46,26 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
         .any(|token| token.trim().eq_ignore_ascii_case("trailers"))
 }
 
+/// A header map of `pairs`, for the proxy's unit tests.
+#[cfg(test)]
+pub(super) fn header_map(pairs: &[(&str, &str)]) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    for (name, value) in pairs {
+        map.append(
+            HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            value.parse().unwrap(),
+        );
+    }
+    map
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
-        }
-        map
-    }
-
     #[test]
     fn removes_connection_and_what_it_names() {
-        let mut map = headers(&[
+        let mut map = header_map(&[
             ("connection", "keep-alive, X-Secret"),
             ("x-secret", "1"),
             ("keep-alive", "timeout=5"),

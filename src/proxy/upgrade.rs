@@ -137,17 +137,7 @@ fn joined<'i>(items: impl Iterator<Item = &'i str>) -> Option<HeaderValue> {
 mod tests {
     use super::*;
     use crate::config::values;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut map = HeaderMap::new();
-        for (name, value) in pairs {
-            map.append(
-                header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
-                value.parse().unwrap(),
-            );
-        }
-        map
-    }
+    use crate::proxy::headers::header_map;
 
     fn allowing(protocols: &[&str]) -> Upgrades {
         values::upgrades(protocols.iter().map(|p| (*p).to_owned()).collect())
@@ -155,14 +145,14 @@ mod tests {
 
     #[test]
     fn a_switch_is_asked_for_with_connection_upgrade() {
-        let asked_for = headers(&[
+        let asked_for = header_map(&[
             ("connection", "keep-alive, Upgrade"),
             ("upgrade", "websocket"),
             ("upgrade", "x-other"),
         ]);
         assert_eq!(asked(&asked_for).unwrap(), "websocket, x-other");
-        assert!(asked(&headers(&[("upgrade", "websocket")])).is_none());
-        assert!(asked(&headers(&[("connection", "upgrade")])).is_none());
+        assert!(asked(&header_map(&[("upgrade", "websocket")])).is_none());
+        assert!(asked(&header_map(&[("connection", "upgrade")])).is_none());
     }
 
     #[test]
@@ -189,7 +179,7 @@ mod tests {
     #[test]
     fn a_101_must_switch_to_a_protocol_offered() {
         let offered = HeaderValue::from_static("websocket");
-        let switched = |to: &[(&str, &str)]| accepted_switch(Some(&offered), &headers(to));
+        let switched = |to: &[(&str, &str)]| accepted_switch(Some(&offered), &header_map(to));
         assert_eq!(switched(&[("upgrade", "WebSocket")]).unwrap(), "WebSocket");
         assert!(matches!(
             switched(&[("upgrade", "h2c")]),
@@ -200,7 +190,7 @@ mod tests {
             Err(UnexpectedSwitch::NotOffered { .. })
         ));
         assert!(matches!(switched(&[]), Err(UnexpectedSwitch::Unnamed)));
-        let unasked = accepted_switch(None, &headers(&[("upgrade", "h2c")]));
+        let unasked = accepted_switch(None, &header_map(&[("upgrade", "h2c")]));
         assert!(matches!(unasked, Err(UnexpectedSwitch::NotAsked { .. })));
     }
 }
