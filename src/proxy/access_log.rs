@@ -71,33 +71,30 @@ impl AccessRecord {
         );
     }
 
-    /// The current try (to `self.upstream`, in `location`) failed.
+    /// The current try (to `self.upstream`, in `location`) failed: a WARN
+    /// when the upstream failed, an INFO naming the client when its body
+    /// could not be read (the upstream is then only where it was going).
     pub fn log_failed_try(&self, location: &str, error: &ProxyError) {
-        tracing::warn!(
-            target: FAILURE_TARGET,
-            host = self.host_text(),
-            location,
-            upstream = self.upstream_text(),
-            attempt = self.attempt,
-            error = error.reason(),
-            cause = error.cause_text().as_deref().unwrap_or(""),
-            "upstream try failed"
-        );
-    }
-
-    /// The current try failed on the client's side: its body could not be
-    /// read. The upstream is named only as where the body was going.
-    pub fn log_client_fault(&self, location: &str, error: &ProxyError) {
-        tracing::info!(
-            target: FAILURE_TARGET,
-            host = self.host_text(),
-            location,
-            upstream = self.upstream_text(),
-            attempt = self.attempt,
-            error = error.reason(),
-            cause = error.cause_text().as_deref().unwrap_or(""),
-            "client request body failed"
-        );
+        let cause = error.cause_text();
+        macro_rules! failure {
+            ($level:ident, $message:literal) => {
+                tracing::$level!(
+                    target: FAILURE_TARGET,
+                    host = self.host_text(),
+                    location,
+                    upstream = self.upstream_text(),
+                    attempt = self.attempt,
+                    error = error.reason(),
+                    cause = cause.as_deref().unwrap_or(""),
+                    $message
+                )
+            };
+        }
+        if error.is_client_fault() {
+            failure!(info, "client request body failed");
+        } else {
+            failure!(warn, "upstream try failed");
+        }
     }
 
     /// The upstream's body failed after its head was sent to the client.

@@ -122,7 +122,7 @@ async fn handle_inner(
         state.client_body_timeout,
     )
     .await
-    .inspect_err(|error| record.log_client_fault(&route.location, error))?;
+    .inspect_err(|error| record.log_failed_try(&route.location, error))?;
     let mut tries = Tries::new(&route);
 
     let mut endpoint = first;
@@ -132,14 +132,14 @@ async fn handle_inner(
         let in_flight = endpoint.state.start_request();
         let request = head.request_to(&endpoint, sending.body_for_try());
         let result = send(state, &endpoint, request, &sending).await;
+        if let Err(error) = &result {
+            record.log_failed_try(&route.location, error);
+        }
         let again = match &result {
             Ok(response) => tries.after_answer(&route, &sending, &head.method, response.status()),
-            Err(error) if error.is_client_fault() => {
-                record.log_client_fault(&route.location, error);
-                Again::No
-            }
+            // The client's fault: not the upstream's, nor worth another try.
+            Err(error) if error.is_client_fault() => Again::No,
             Err(error) => {
-                record.log_failed_try(&route.location, error);
                 note_failure(state, &endpoint, error);
                 tries.after_failure(&route, &sending, &head.method, error)
             }
