@@ -8,9 +8,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 
 use super::access_log::AccessRecord;
+use super::framing::ResponseBody;
 use crate::upstream::InFlight;
 
 pub struct ProxyBody {
@@ -22,12 +22,12 @@ pub struct ProxyBody {
 }
 
 enum Inner {
-    Upstream(Incoming),
+    Upstream(ResponseBody),
     Message(Option<Bytes>),
 }
 
 impl ProxyBody {
-    pub fn upstream(body: Incoming, in_flight: InFlight) -> ProxyBody {
+    pub fn upstream(body: ResponseBody, in_flight: InFlight) -> ProxyBody {
         ProxyBody::new(Inner::Upstream(body), Some(in_flight))
     }
 

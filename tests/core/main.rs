@@ -9,6 +9,7 @@ mod causes;
 mod client_faults;
 mod forwarding;
 mod host_header;
+mod hostile_http1;
 mod lifecycle;
 mod protocols;
 mod resolve;
