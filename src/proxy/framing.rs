@@ -169,19 +169,26 @@ impl Body for ResponseBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let first = self
-            .first
-            .as_ref()
-            .and_then(Frame::data_ref)
-            .map_or(0, |data| data.len() as u64);
-        let rest = self.rest.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(rest.lower() + first);
-        if let Some(upper) = rest.upper() {
-            hint.set_upper(upper + first);
-        }
-        hint
+        size_with_read(self.first.iter(), self.rest.size_hint())
     }
+}
+
+/// The size of a body of which `read` frames were read ahead and `rest`
+/// is still to come.
+pub fn size_with_read<'f>(
+    read: impl Iterator<Item = &'f Frame<Bytes>>,
+    rest: SizeHint,
+) -> SizeHint {
+    let read: u64 = read
+        .filter_map(Frame::data_ref)
+        .map(|data| data.len() as u64)
+        .sum();
+    let mut hint = SizeHint::new();
+    hint.set_lower(rest.lower() + read);
+    if let Some(upper) = rest.upper() {
+        hint.set_upper(upper + read);
+    }
+    hint
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use super::client_body::{ClientBodyError, ClientStream};
-use super::framing::ready_frame;
+use super::framing::{ready_frame, size_with_read};
 
 /// The largest body kept to be sent again.
 pub const MAX_KEPT_BODY: usize = 64 * 1024;
@@ -251,17 +251,6 @@ impl StreamedBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let read: u64 = self
-            .read
-            .iter()
-            .map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64))
-            .sum();
-        let rest = self.rest.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(rest.lower() + read);
-        if let Some(upper) = rest.upper() {
-            hint.set_upper(upper + read);
-        }
-        hint
+        size_with_read(self.read.iter(), self.rest.size_hint())
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
-use hyper::body::Frame;
+use hyper::body::{Frame, Incoming};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -644,14 +644,19 @@ fn assert_refused_then_answered(answers: &[String], reason: &str) {
     );
 }
 
-/// A GET of `/broken` over HTTP/2: its status and `x-dockhand-error`.
-async fn h2_status(proxy: &Proxy) -> (u16, String) {
+/// `GET /broken` on a new HTTP/2 connection.
+async fn h2_get_broken(proxy: &Proxy) -> http::Response<Incoming> {
     let mut sender = h2_connection(proxy.addr).await;
     let request = http::Request::builder()
         .uri("http://a.test/broken")
         .body(empty())
         .unwrap();
-    let reply = read_reply(sender.send_request(request).await.unwrap()).await;
+    sender.send_request(request).await.unwrap()
+}
+
+/// A GET of `/broken` over HTTP/2: its status and `x-dockhand-error`.
+async fn h2_status(proxy: &Proxy) -> (u16, String) {
+    let reply = read_reply(h2_get_broken(proxy).await).await;
     (
         reply.status.as_u16(),
         reply.header("x-dockhand-error").to_owned(),
@@ -716,12 +721,7 @@ async fn interim_responses_do_not_keep_the_final_one_from_the_client() {
                 "{answers:?}"
             );
         }
-        let mut sender = h2_connection(proxy.addr).await;
-        let request = http::Request::builder()
-            .uri("http://a.test/broken")
-            .body(empty())
-            .unwrap();
-        let reply = read_reply(sender.send_request(request).await.unwrap()).await;
+        let reply = read_reply(h2_get_broken(&proxy).await).await;
         assert_eq!((reply.status.as_u16(), reply.text().as_str()), (200, "ok"));
     }
 }
@@ -760,12 +760,7 @@ async fn bodiless_statuses_reach_http2_clients_without_a_length() {
     ] {
         let upstream = broken_on_request(answer).await;
         let proxy = Proxy::start(&one_route("a.test", upstream.addr)).await;
-        let mut sender = h2_connection(proxy.addr).await;
-        let request = http::Request::builder()
-            .uri("http://a.test/broken")
-            .body(empty())
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
+        let response = h2_get_broken(&proxy).await;
         assert_eq!(response.status(), status);
         assert!(
             response.headers().get("content-length").is_none(),
