@@ -4,7 +4,6 @@
 //! malformed or cut body, a stall), told apart from the upstream's so they
 //! become `400` and `408` and never count against an upstream.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -12,18 +11,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
-use tokio::time::{Instant, Sleep};
 
 use super::error::{ErrorKind, ProxyError};
+use super::stall::StallTimer;
 
 pub struct ClientStream {
     body: Incoming,
-    idle_timeout: Duration,
-    /// Ends the wait for the client's next frame; made at the first wait,
-    /// reset at each later one.
-    stall: Option<Pin<Box<Sleep>>>,
-    /// Whether the last poll found nothing from the client (the stall timer runs).
-    waiting: bool,
+    stall: StallTimer,
 }
 
 /// Why the client's body could not be read.
@@ -50,29 +44,8 @@ impl ClientStream {
     pub fn new(body: Incoming, idle_timeout: Duration) -> ClientStream {
         ClientStream {
             body,
-            idle_timeout,
-            stall: None,
-            waiting: false,
+            stall: StallTimer::new(idle_timeout),
         }
-    }
-
-    /// The client has nothing for us now: fails once it has had nothing for
-    /// the whole timeout, counted from the start of this wait.
-    fn poll_stall(
-        &mut self,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, ClientBodyError>>> {
-        let stall = match &mut self.stall {
-            Some(stall) if self.waiting => stall,
-            Some(stall) => {
-                stall.as_mut().reset(Instant::now() + self.idle_timeout);
-                stall
-            }
-            stall @ None => stall.insert(Box::pin(tokio::time::sleep(self.idle_timeout))),
-        };
-        self.waiting = true;
-        ready!(stall.as_mut().poll(cx));
-        Poll::Ready(Some(Err(ClientBodyError::Stalled(self.idle_timeout))))
     }
 }
 
@@ -87,10 +60,16 @@ impl Body for ClientStream {
         let this = self.get_mut();
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(frame) => {
-                this.waiting = false;
+                this.stall.frame_came();
                 Poll::Ready(frame.map(|frame| frame.map_err(ClientBodyError::Broken)))
             }
-            Poll::Pending => this.poll_stall(cx),
+            // The client has nothing for us now: it fails once it has had
+            // nothing for the whole timeout.
+            Poll::Pending => {
+                ready!(this.stall.poll_expired(cx));
+                let stalled = ClientBodyError::Stalled(this.stall.limit);
+                Poll::Ready(Some(Err(stalled)))
+            }
         }
     }
 
