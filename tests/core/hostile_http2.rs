@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use http::Request;
-
 use crate::raw_h2::*;
 use crate::support::*;
 
@@ -44,12 +42,7 @@ async fn target() -> Target {
 
 async fn ordinary_h2_get(process: &ProxyProcess) -> u16 {
     let mut sender = h2_connection(process.addr).await;
-    let request = Request::builder()
-        .uri(format!("http://{HOST}/"))
-        .version(http::Version::HTTP_2)
-        .body(empty())
-        .unwrap();
-    read_reply(sender.send_request(request).await.unwrap())
+    read_reply(sender.send_request(h2_get(HOST, "/")).await.unwrap())
         .await
         .status
         .as_u16()
@@ -216,16 +209,9 @@ async fn a_continuation_flood_is_cut() {
     let opening = frame(HEADERS, END_STREAM, 1, &header_block(&fields));
     connection.send(&opening).await.unwrap();
     let piece = header_block(&[("x-flood", &"a".repeat(100))]);
-    let mut sent = 0;
-    for _ in 0..100 {
-        let flood: Vec<u8> = (0..100)
-            .flat_map(|_| frame(CONTINUATION, 0, 1, &piece))
-            .collect();
-        if connection.send(&flood).await.is_err() {
-            break;
-        }
-        sent += 100;
-    }
+    let sent = connection
+        .flood(10_000, |_| frame(CONTINUATION, 0, 1, &piece))
+        .await;
     let goaway = connection.until_closed().await.expect("a GOAWAY");
     eprintln!("continuation flood: cut within {sent} frames");
     assert_eq!(goaway.error_code(), Some(ENHANCE_YOUR_CALM));
@@ -248,14 +234,11 @@ async fn a_rapid_reset_flood_is_cut() {
     let mut connection = target.connect().await;
     let block = header_block(&request_fields("GET", HOST));
     const STREAMS: u32 = 5_000;
-    for batch in 0..STREAMS / 100 {
-        let flood: Vec<u8> = (0..100)
-            .flat_map(|n| opened_and_cancelled(2 * (batch * 100 + n) + 1, &block))
-            .collect();
-        if connection.send(&flood).await.is_err() {
-            break;
-        }
-    }
+    connection
+        .flood(STREAMS as usize, |n| {
+            opened_and_cancelled(2 * n as u32 + 1, &block)
+        })
+        .await;
     let goaway = connection.until_closed().await.expect("a GOAWAY");
     assert_eq!(goaway.error_code(), Some(ENHANCE_YOUR_CALM));
     let last_stream = u32::from_be_bytes(goaway.payload[..4].try_into().unwrap());
@@ -325,29 +308,54 @@ async fn a_settings_flood_is_answered_without_growing() {
     let mut connection = target.connect().await;
     const FLOOD: usize = 20_000;
     let one = settings(&[(INITIAL_WINDOW_SIZE, 65_535)]);
-    for _ in 0..FLOOD / 1_000 {
-        let flood: Vec<u8> = (0..1_000).flat_map(|_| one.clone()).collect();
-        connection.send(&flood).await.unwrap();
-    }
+    assert_eq!(connection.flood(FLOOD, |_| one.clone()).await, FLOOD);
     // The server's own SETTINGS is not an ACK; each of ours gets one.
     assert!(connection.wait_for_count(SETTINGS, ACK, FLOOD).await);
     target.assert_unharmed("SETTINGS flood").await;
 }
 
-/// PING flood: every PING is answered (RFC 9113 §6.7), one at a time, so
-/// a client that does not read its answers stops being read itself.
+/// PING flood: every PING is answered (RFC 9113 §6.7).
 #[tokio::test]
 async fn a_ping_flood_is_answered_without_growing() {
     let target = target().await;
     let mut connection = target.connect().await;
     const FLOOD: usize = 20_000;
     let ping = frame(PING, 0, 0, &[1; 8]);
-    for _ in 0..FLOOD / 1_000 {
-        let flood: Vec<u8> = (0..1_000).flat_map(|_| ping.clone()).collect();
-        connection.send(&flood).await.unwrap();
-    }
+    assert_eq!(connection.flood(FLOOD, |_| ping.clone()).await, FLOOD);
     assert!(connection.wait_for_count(PING, ACK, FLOOD).await);
     target.assert_unharmed("PING flood").await;
+}
+
+/// PING flood from a client that never reads the answers (CVE-2019-9512):
+/// the server queues no answers, it stops reading the client instead, so
+/// the client's writes stall long before 64 MiB of PINGs went out.
+#[tokio::test]
+async fn an_unread_ping_flood_stops_being_read() {
+    use tokio::io::AsyncWriteExt;
+    let target = target().await;
+    let mut stream = tokio::net::TcpStream::connect(target.process.addr)
+        .await
+        .unwrap();
+    stream.write_all(PREFACE).await.unwrap();
+    stream.write_all(&settings(&[])).await.unwrap();
+    let megabyte: Vec<u8> = frame(PING, 0, 0, &[2; 8]).repeat((1 << 20) / 17);
+    let mut sent = 0;
+    let stalled = loop {
+        assert!(
+            sent < 64,
+            "the server read 64 MiB of PINGs from a client that reads nothing"
+        );
+        let write = stream.write_all(&megabyte);
+        if tokio::time::timeout(Duration::from_secs(2), write)
+            .await
+            .is_err()
+        {
+            break sent;
+        }
+        sent += 1;
+    };
+    eprintln!("unread PING flood: writes stalled after {stalled} MiB");
+    target.assert_unharmed("unread PING flood").await;
 }
 
 /// Empty DATA frames (CVE-2019-9518): no bytes, all framing, cut with
@@ -361,14 +369,7 @@ async fn an_empty_data_flood_is_cut() {
     let fields = request_fields("POST", HOST);
     connection.send_headers(1, &fields, false).await;
     let empty = frame(DATA, 0, 1, &[]);
-    let mut sent = 0;
-    for _ in 0..100 {
-        let flood: Vec<u8> = (0..1_000).flat_map(|_| empty.clone()).collect();
-        if connection.send(&flood).await.is_err() {
-            break;
-        }
-        sent += 1_000;
-    }
+    let sent = connection.flood(100_000, |_| empty.clone()).await;
     let goaway = connection.until_closed().await.expect("a GOAWAY");
     assert_eq!(goaway.error_code(), Some(ENHANCE_YOUR_CALM));
     let reached = target.backend.request_count() - before;

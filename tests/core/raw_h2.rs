@@ -214,6 +214,22 @@ impl RawH2 {
         self.writer.lock().await.write_all(bytes).await
     }
 
+    /// Sends `frames` frames, the `n`th made by `make(n)`, a hundred to a
+    /// write, until all went out or the server closed the connection;
+    /// returns how many went out.
+    pub async fn flood(&mut self, frames: usize, make: impl Fn(usize) -> Vec<u8>) -> usize {
+        let mut sent = 0;
+        while sent < frames {
+            let end = (sent + 100).min(frames);
+            let batch: Vec<u8> = (sent..end).flat_map(&make).collect();
+            if self.send(&batch).await.is_err() {
+                break;
+            }
+            sent = end;
+        }
+        sent
+    }
+
     /// Sends a request head on `stream` in one HEADERS frame.
     pub async fn send_headers(&mut self, stream: u32, fields: &[(&str, &str)], end_stream: bool) {
         let flags = END_HEADERS | if end_stream { END_STREAM } else { 0 };

@@ -400,6 +400,15 @@ pub async fn h2_connection(addr: SocketAddr) -> hyper::client::conn::http2::Send
     sender
 }
 
+/// `GET path` for `host` over HTTP/2 (the host as the URI's authority).
+pub fn h2_get(host: &str, path: &str) -> Request<TestBody> {
+    Request::builder()
+        .uri(format!("http://{host}{path}"))
+        .version(http::Version::HTTP_2)
+        .body(empty())
+        .unwrap()
+}
+
 /// `GET path` with `Host: host` on a new HTTP/1.1 connection.
 pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Reply {
     send(addr, request("GET", host, path).body(empty()).unwrap()).await
