@@ -24,7 +24,10 @@ struct Target {
 }
 
 async fn target() -> Target {
-    let backend = Backend::echo("a").await;
+    target_with(Backend::echo("a").await).await
+}
+
+async fn target_with(backend: Backend) -> Target {
     let process = ProxyProcess::start(&one_route(HOST, backend.addr), &[]).await;
     // Warm up: the worker threads, the upstream pool and both protocols'
     // code paths have allocated what they keep.
@@ -56,12 +59,7 @@ impl Target {
     /// After the attack: ordinary clients of both protocols are served, and
     /// the peak memory stayed within `MEMORY_BOUND` of the warmed-up level.
     async fn assert_unharmed(&self, attack: &str) {
-        assert_eq!(ordinary_h2_get(&self.process).await, 200, "{attack}");
-        assert_eq!(
-            get(self.process.addr, HOST, "/").await.status,
-            200,
-            "{attack}"
-        );
+        self.assert_serves(attack).await;
         let grown = self
             .process
             .peak_rss_bytes()
@@ -74,6 +72,15 @@ impl Target {
             grown <= MEMORY_BOUND,
             "{attack}: peak memory grew by {} KiB",
             grown >> 10
+        );
+    }
+
+    async fn assert_serves(&self, attack: &str) {
+        assert_eq!(ordinary_h2_get(&self.process).await, 200, "{attack}");
+        assert_eq!(
+            get(self.process.addr, HOST, "/").await.status,
+            200,
+            "{attack}"
         );
     }
 }
@@ -195,6 +202,55 @@ async fn requests_breaking_the_pseudo_header_rules_are_refused() {
         "none reached the upstream"
     );
     target.assert_unharmed("pseudo-header rules").await;
+}
+
+/// RFC 9113 §5.1.2: the server announces SETTINGS_MAX_CONCURRENT_STREAMS
+/// (200) and refuses a stream beyond it, so one connection never has more
+/// requests than that in flight upstream.
+#[tokio::test]
+async fn streams_beyond_the_announced_limit_are_refused() {
+    let holding = Backend::start(|request: http::Request<hyper::body::Incoming>| async move {
+        if request.uri().path() == "/hold" {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        http::Response::new(empty())
+    })
+    .await;
+    let target = target_with(holding).await;
+    let before = target.backend.request_count();
+    let mut connection = target.connect().await;
+    let announced = connection
+        .wait_for(|f| f.kind == SETTINGS && f.flags & ACK == 0)
+        .await
+        .expect("the server's SETTINGS");
+    let limit = setting(&announced, MAX_CONCURRENT_STREAMS).expect("a stream limit");
+    assert_eq!(limit, 200);
+    let mut fields = request_fields("GET", HOST);
+    fields.retain(|(name, _)| *name != ":path");
+    fields.push((":path", "/hold"));
+    let block = header_block(&fields);
+    let beyond = 2 * limit + 1;
+    let streams = connection
+        .flood(limit as usize + 1, |n| {
+            frame(HEADERS, END_HEADERS | END_STREAM, 2 * n as u32 + 1, &block)
+        })
+        .await;
+    assert_eq!(streams, limit as usize + 1);
+    let answer = connection.answer_on(beyond).await;
+    assert_eq!(answer.kind, RST_STREAM, "{answer:?}");
+    assert!(
+        matches!(answer.error_code(), Some(REFUSED_STREAM | PROTOCOL_ERROR)),
+        "{answer:?}"
+    );
+    eventually(
+        "the streams within the limit reach the upstream",
+        || async { target.backend.request_count() - before == limit as usize },
+    )
+    .await;
+    // Not a flood: 200 requests in flight upstream take their memory
+    // (seen: about 5 MiB with their 200 upstream connections).
+    target.assert_serves("streams beyond the limit").await;
+    assert_eq!(target.backend.request_count() - before, limit as usize + 2);
 }
 
 /// CONTINUATION flood (CVE-2024-27316 and its kin): a header block that

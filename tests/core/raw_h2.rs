@@ -34,11 +34,13 @@ pub const END_HEADERS: u8 = 0x4;
 /// Error codes (RFC 9113 §7).
 pub const PROTOCOL_ERROR: u32 = 0x1;
 pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+pub const REFUSED_STREAM: u32 = 0x7;
 pub const CANCEL: u32 = 0x8;
 pub const COMPRESSION_ERROR: u32 = 0x9;
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
 
-/// `SETTINGS_INITIAL_WINDOW_SIZE` (RFC 9113 §6.5.2).
+/// Settings (RFC 9113 §6.5.2).
+pub const MAX_CONCURRENT_STREAMS: u16 = 0x3;
 pub const INITIAL_WINDOW_SIZE: u16 = 0x4;
 
 /// One frame as received.
@@ -141,6 +143,14 @@ pub fn settings(values: &[(u16, u32)]) -> Vec<u8> {
         payload.extend_from_slice(&value.to_be_bytes());
     }
     frame(SETTINGS, 0, 0, &payload)
+}
+
+/// The value of setting `id` in a SETTINGS frame, if it has one.
+pub fn setting(frame: &Frame, id: u16) -> Option<u32> {
+    frame.payload.chunks_exact(6).find_map(|entry| {
+        let this = u16::from_be_bytes([entry[0], entry[1]]);
+        (this == id).then(|| u32::from_be_bytes(entry[2..6].try_into().unwrap()))
+    })
 }
 
 pub fn window_update(stream: u32, increment: u32) -> Vec<u8> {
