@@ -17,10 +17,11 @@ use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
 use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{find_source, ErrorKind, ProxyError};
-use super::framing::{self, ResponseBody};
+use super::framing::{self, ReadAhead};
 use super::headers;
 use super::host;
 use super::request_body::UpstreamBody;
+use super::response_body::UpstreamStream;
 use super::upgrade;
 use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
 use crate::resolve::ResolveHints;
@@ -80,7 +81,7 @@ async fn handle_inner(
     peer: &PeerInfo,
     mut request: Request<Incoming>,
     record: &mut AccessRecord,
-) -> Result<(Response<ResponseBody>, InFlight), ProxyError> {
+) -> Result<(Response<ReadAhead<UpstreamStream>>, InFlight), ProxyError> {
     framing::check_request_codings(request.headers())?;
     let host = host::requested(&request)?;
     if header_bytes(&request) > MAX_HEADER_BYTES {
@@ -170,7 +171,7 @@ async fn handle_inner(
     };
 
     // Refused answers are logged as the upstream's fault.
-    let (mut response, switched_to) = checked_answer(&route, response)
+    let (mut response, switched_to) = checked_answer(&route, response, state.upstream_timeout)
         .inspect_err(|error| record.log_failed_try(&route.location, error))?;
     headers::remove_hop_by_hop(response.headers_mut());
     if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
@@ -190,20 +191,23 @@ async fn handle_inner(
 /// switched to if it did; or why it is refused: a transfer coding that is
 /// not passed on, a body that failed before any of it was sent, or a
 /// switch nobody asked for, or to another protocol (which would hand the
-/// client a tunnel past routing).
+/// client a tunnel past routing). Its body may leave the client waiting
+/// for at most `stall_limit` between two frames.
 fn checked_answer(
     route: &RequestPlan,
     mut response: UpstreamResponse,
-) -> Result<(Response<ResponseBody>, Option<HeaderValue>), ProxyError> {
+    stall_limit: Duration,
+) -> Result<(Response<ReadAhead<UpstreamStream>>, Option<HeaderValue>), ProxyError> {
     // The client's connection has its own version; the upstream's is not passed on.
     *response.version_mut() = Version::HTTP_11;
     framing::check_response_head(&mut response)?;
+    let response = response.map(|body| UpstreamStream::new(body, stall_limit));
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         return Ok((framing::read_ahead(response)?, None));
     }
     let protocols = upgrade::accepted_switch(route.upgrade.as_ref(), response.headers())
         .map_err(|unexpected| ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected))?;
-    Ok((response.map(ResponseBody::from), Some(protocols)))
+    Ok((response.map(ReadAhead::from), Some(protocols)))
 }
 
 /// What a request is routed by, what its location is asked for, and until

@@ -13,9 +13,8 @@ use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 
-use super::error::{ErrorKind, ProxyError};
+use super::error::{Cause, ErrorKind, ProxyError};
 
 /// A `Transfer-Encoding` with codings besides one final `chunked`.
 #[derive(Debug, thiserror::Error)]
@@ -118,27 +117,30 @@ pub fn ready_frame<B: Body + Unpin>(body: &mut B) -> Polled<B> {
     Pin::new(body).poll_frame(&mut Context::from_waker(Waker::noop()))
 }
 
-/// An upstream's response body, its first frame read ahead when it had
-/// arrived with the head.
-pub struct ResponseBody {
+/// A body with its first frame read ahead, when it had arrived with the head.
+pub struct ReadAhead<B> {
     first: Option<Frame<Bytes>>,
-    rest: Incoming,
+    rest: B,
 }
 
-impl From<Incoming> for ResponseBody {
-    fn from(rest: Incoming) -> ResponseBody {
-        ResponseBody { first: None, rest }
+impl<B> From<B> for ReadAhead<B> {
+    fn from(rest: B) -> ReadAhead<B> {
+        ReadAhead { first: None, rest }
     }
 }
 
-/// The response with its body's first frame read ahead if it has already
-/// arrived: a body found malformed (a bad first chunk size) or cut before
-/// any of it is sent is a `502` the client can still be answered with,
-/// instead of a connection ended after the head (which an HTTP/1.1 client
-/// sees as no response, losing the requests it pipelined after). The
-/// response is not held for a frame still to come: a stream whose first
-/// bytes come late (events, long polls) gets its head at once.
-pub fn read_ahead(response: Response<Incoming>) -> Result<Response<ResponseBody>, ProxyError> {
+/// The upstream's response with its body's first frame read ahead if it
+/// has already arrived: a body found malformed (a bad first chunk size) or
+/// cut before any of it is sent is a `502` the client can still be answered
+/// with, instead of a connection ended after the head (which an HTTP/1.1
+/// client sees as no response, losing the requests it pipelined after).
+/// The response is not held for a frame still to come: a stream whose
+/// first bytes come late (events, long polls) gets its head at once.
+pub fn read_ahead<B>(response: Response<B>) -> Result<Response<ReadAhead<B>>, ProxyError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Cause>,
+{
     let (head, mut rest) = response.into_parts();
     let first = match ready_frame(&mut rest) {
         Poll::Ready(Some(Err(error))) => {
@@ -147,17 +149,17 @@ pub fn read_ahead(response: Response<Incoming>) -> Result<Response<ResponseBody>
         Poll::Ready(Some(Ok(frame))) => Some(frame),
         Poll::Ready(None) | Poll::Pending => None,
     };
-    Ok(Response::from_parts(head, ResponseBody { first, rest }))
+    Ok(Response::from_parts(head, ReadAhead { first, rest }))
 }
 
-impl Body for ResponseBody {
+impl<B: Body<Data = Bytes> + Unpin> Body for ReadAhead<B> {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.first.take() {
             Some(frame) => Poll::Ready(Some(Ok(frame))),
             None => Pin::new(&mut self.rest).poll_frame(cx),

@@ -15,8 +15,10 @@ mod framing;
 mod headers;
 mod host;
 mod request_body;
+mod response_body;
 pub mod rewrite;
 mod server;
+mod stall;
 mod upgrade;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;

@@ -2,6 +2,7 @@
 
 mod dns_server;
 mod names;
+mod raw_h2;
 mod support;
 mod upstreams;
 
@@ -10,6 +11,7 @@ mod client_faults;
 mod forwarding;
 mod host_header;
 mod hostile_http1;
+mod hostile_http2;
 mod lifecycle;
 mod protocols;
 mod resolve;
@@ -20,3 +22,4 @@ mod tls;
 mod tls_support;
 mod tls_upstreams;
 mod upgrades;
+mod upstream_faults;

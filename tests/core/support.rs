@@ -39,10 +39,11 @@ pub fn empty() -> TestBody {
 }
 
 /// A real HTTP server on loopback (HTTP/1.1, h2c and upgrades) that counts the
-/// TCP connections it accepted.
+/// TCP connections it accepted and the requests that reached its handler.
 pub struct Backend {
     pub addr: SocketAddr,
     pub connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
 
@@ -63,7 +64,8 @@ impl Backend {
     {
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
-        let counter = connections.clone();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (counter, request_counter) = (connections.clone(), requests.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -71,8 +73,10 @@ impl Backend {
                 };
                 counter.fetch_add(1, Ordering::SeqCst);
                 let handler = handler.clone();
+                let request_counter = request_counter.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request| {
+                        request_counter.fetch_add(1, Ordering::SeqCst);
                         let response = handler(request);
                         async move { Ok::<_, Infallible>(response.await) }
                     });
@@ -85,6 +89,7 @@ impl Backend {
         Backend {
             addr,
             connections,
+            requests,
             task,
         }
     }
@@ -115,6 +120,10 @@ impl Backend {
 
     pub fn connection_count(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
     }
 }
 
@@ -526,6 +535,15 @@ pub async fn h2_connection(addr: SocketAddr) -> hyper::client::conn::http2::Send
     sender
 }
 
+/// `GET path` for `host` over HTTP/2 (the host as the URI's authority).
+pub fn h2_get(host: &str, path: &str) -> Request<TestBody> {
+    Request::builder()
+        .uri(format!("http://{host}{path}"))
+        .version(http::Version::HTTP_2)
+        .body(empty())
+        .unwrap()
+}
+
 /// `GET path` with `Host: host` on a new HTTP/1.1 connection.
 pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Reply {
     send(addr, request("GET", host, path).body(empty()).unwrap()).await
@@ -663,10 +681,25 @@ impl ProxyProcess {
 
     /// The process's peak resident memory, from `/proc`.
     pub fn peak_rss_bytes(&self) -> u64 {
+        self.proc_status_kib("VmHWM:") * 1024
+    }
+
+    /// The process's resident memory now, from `/proc`.
+    pub fn rss_bytes(&self) -> u64 {
+        self.proc_status_kib("VmRSS:") * 1024
+    }
+
+    fn proc_status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kib * 1024
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// How many file descriptors the process has open, from `/proc`.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .unwrap()
+            .count()
     }
 
     /// Waits for the process to exit, for at most `limit`.
