@@ -120,9 +120,9 @@ async fn malformed_requests_are_refused_before_the_upstream() {
             post("Transfer-Encoding: \"chunked\"\r\n", "0\r\n\r\n"),
             "400",
         ),
-        // §5.5: a vertical tab is not whitespace a value may start with.
+        // RFC 9110 §5.5: a vertical tab is not whitespace a value may start with.
         (
-            "§5.5 TE.TE: vertical tab",
+            "RFC 9110 §5.5 TE.TE: vertical tab",
             post("Transfer-Encoding: \x0bchunked\r\n", "0\r\n\r\n"),
             "400",
         ),
@@ -249,7 +249,7 @@ async fn malformed_requests_are_refused_before_the_upstream() {
             post("X-A: a\r\n Transfer-Encoding: chunked\r\n", "0\r\n\r\n"),
             "400",
         ),
-        // §5.1 and §5.5: names are tokens; values have no NUL or controls.
+        // §5.1 and RFC 9110 §5.5: names are tokens; values have no NUL or controls.
         (
             "§5.1 NUL in a name",
             b"GET / HTTP/1.1\r\nHost: a.test\r\nX\x00A: a\r\n\r\n".to_vec(),
@@ -266,17 +266,17 @@ async fn malformed_requests_are_refused_before_the_upstream() {
             "400",
         ),
         (
-            "§5.5 NUL in a value",
+            "RFC 9110 §5.5 NUL in a value",
             b"GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\x00b\r\n\r\n".to_vec(),
             "400",
         ),
         (
-            "§5.5 ESC in a value",
+            "RFC 9110 §5.5 ESC in a value",
             b"GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\x1bb\r\n\r\n".to_vec(),
             "400",
         ),
         (
-            "§5.5 DEL in a value",
+            "RFC 9110 §5.5 DEL in a value",
             b"GET / HTTP/1.1\r\nHost: a.test\r\nX-A: a\x7fb\r\n\r\n".to_vec(),
             "400",
         ),
@@ -726,7 +726,7 @@ async fn interim_responses_do_not_keep_the_final_one_from_the_client() {
     }
 }
 
-/// RFC 9113 §8.1 and RFC 9110 §15.2.2: an HTTP/2 client can't switch
+/// RFC 9113 §8.6 and RFC 9110 §15.2.2: an HTTP/2 client can't switch
 /// protocols, so a `101` (which would reach it as `:status 101`) is a 502.
 #[tokio::test]
 async fn an_unasked_101_is_502_to_http2_clients() {
