@@ -825,3 +825,46 @@ async fn a_response_whose_body_starts_late_gets_its_head_at_once() {
     }
     assert!(String::from_utf8_lossy(&answer).contains("event!"));
 }
+
+/// RFC 9110 §10.1.1: a client that waits for `100 Continue` before sending
+/// its body gets it (reading a body's first frame ahead asks for it), and
+/// its body then reaches the upstream whole.
+#[tokio::test]
+async fn a_client_expecting_100_continue_gets_it_and_its_body_goes_through() {
+    let upstream = RecordingUpstream::start(EMPTY_OK).await;
+    let proxy = Proxy::start(&one_route("a.test", upstream.addr)).await;
+    let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+    let head =
+        "PUT / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+    client.write_all(head.as_bytes()).await.unwrap();
+    let mut buffer = [0; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buffer))
+        .await
+        .expect("100 Continue arrives before the body is sent")
+        .unwrap();
+    let interim = String::from_utf8_lossy(&buffer[..read]).into_owned();
+    assert!(
+        interim.starts_with("HTTP/1.1 100 Continue\r\n"),
+        "{interim:?}"
+    );
+    client.write_all(b"hello").await.unwrap();
+    let mut answer = Vec::new();
+    while message_len(&answer).is_none() {
+        let read = tokio::time::timeout(Duration::from_secs(10), client.read(&mut buffer))
+            .await
+            .expect("the final answer arrives")
+            .unwrap();
+        assert!(read > 0, "closed: {:?}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buffer[..read]);
+    }
+    assert!(answer.starts_with(b"HTTP/1.1 200 "));
+    let received: Vec<Framing> = upstream.requests().iter().map(|r| Framing::of(r)).collect();
+    assert_eq!(
+        received,
+        [Framing::expected(
+            "PUT / HTTP/1.1",
+            &["content-length: 5"],
+            "hello"
+        )]
+    );
+}
