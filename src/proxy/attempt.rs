@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 
 use super::client_body::ClientStream;
 use super::error::{ErrorKind, ProxyError};
+use super::framing;
 use super::request_body::{keep_small, BodyClaim, KeptBody, SmallBody, UpstreamBody};
 use super::rewrite::rewrite_path;
 use super::upgrade;
@@ -110,6 +111,7 @@ impl Head {
             Transport::Http1 | Transport::Tls(_) => Version::HTTP_11,
         };
         *request.headers_mut() = headers;
+        framing::frame_request(&mut request);
         request
     }
 }
@@ -152,7 +154,7 @@ impl Sending {
                 SmallBody::TooLarge(rest) => UpstreamBody::from_stream(rest),
             }
         } else {
-            UpstreamBody::streamed(body)
+            UpstreamBody::streamed(body)?
         };
         Ok(Sending::Streamed {
             next: Some(next),

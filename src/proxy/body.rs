@@ -11,6 +11,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use super::access_log::AccessRecord;
 use super::error::Cause;
+use super::framing::ReadAhead;
 use super::response_body::UpstreamStream;
 use crate::upstream::InFlight;
 
@@ -23,12 +24,12 @@ pub struct ProxyBody {
 }
 
 enum Inner {
-    Upstream(UpstreamStream),
+    Upstream(ReadAhead<UpstreamStream>),
     Message(Option<Bytes>),
 }
 
 impl ProxyBody {
-    pub fn upstream(body: UpstreamStream, in_flight: InFlight) -> ProxyBody {
+    pub fn upstream(body: ReadAhead<UpstreamStream>, in_flight: InFlight) -> ProxyBody {
         ProxyBody::new(Inner::Upstream(body), Some(in_flight))
     }
 

@@ -52,6 +52,9 @@ pub enum ErrorKind {
     BadRequestBody,
     /// The client sent nothing of its body for `--client-body-timeout`.
     RequestBodyTimeout,
+    /// The request's `Transfer-Encoding` has a coding besides one final
+    /// `chunked` (RFC 9112 §6.1): dockhand implements no other.
+    UnsupportedTransferCoding,
     HeadersTooLarge,
     NoHost,
     NoLocation,
@@ -76,6 +79,12 @@ pub enum ErrorKind {
     ResetBeforeResponse,
     /// The upstream answered bytes that are not HTTP.
     NotHttp,
+    /// The upstream's response has a transfer coding besides `chunked`,
+    /// which dockhand never asks for and does not pass on.
+    UpstreamTransferCoding,
+    /// The upstream's response body failed (malformed, or cut) before any
+    /// of the response was sent on.
+    BadResponseBody,
     /// The upstream switched protocols (`101`) where no switch was
     /// forwarded, or to a protocol not offered: passing it on would tunnel
     /// the client past routing.
@@ -90,6 +99,7 @@ impl ErrorKind {
             | ErrorKind::RepeatedHost
             | ErrorKind::BadRequestBody => StatusCode::BAD_REQUEST,
             ErrorKind::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
             // Known, but nothing can serve it now: worth asking again.
@@ -102,6 +112,8 @@ impl ErrorKind {
             | ErrorKind::DnsFailure
             | ErrorKind::ResetBeforeResponse
             | ErrorKind::NotHttp
+            | ErrorKind::UpstreamTransferCoding
+            | ErrorKind::BadResponseBody
             | ErrorKind::UnexpectedUpgrade => StatusCode::BAD_GATEWAY,
             ErrorKind::ConnectTimeout | ErrorKind::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::RewrittenPathTooLong => StatusCode::URI_TOO_LONG,
@@ -116,6 +128,7 @@ impl ErrorKind {
             ErrorKind::RepeatedHost => "repeated_host",
             ErrorKind::BadRequestBody => "bad_request_body",
             ErrorKind::RequestBodyTimeout => "request_body_timeout",
+            ErrorKind::UnsupportedTransferCoding => "unsupported_transfer_coding",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
             ErrorKind::NoLocation => "no_location",
@@ -131,6 +144,8 @@ impl ErrorKind {
             ErrorKind::RewrittenPathTooLong => "rewritten_path_too_long",
             ErrorKind::ResetBeforeResponse => "reset_before_response",
             ErrorKind::NotHttp => "not_http",
+            ErrorKind::UpstreamTransferCoding => "upstream_transfer_coding",
+            ErrorKind::BadResponseBody => "bad_response_body",
             ErrorKind::UnexpectedUpgrade => "unexpected_upgrade",
         }
     }
@@ -143,6 +158,9 @@ impl ErrorKind {
             ErrorKind::RepeatedHost => "the request has more than one Host header\n",
             ErrorKind::BadRequestBody => "the request's body is malformed or incomplete\n",
             ErrorKind::RequestBodyTimeout => "the request's body did not arrive in time\n",
+            ErrorKind::UnsupportedTransferCoding => {
+                "the request's transfer coding is not implemented (only chunked is)\n"
+            }
             ErrorKind::HeadersTooLarge => "the request headers are over 64 KiB\n",
             ErrorKind::NoHost => "no route for this host\n",
             ErrorKind::NoLocation => "no route for this path\n",
@@ -160,6 +178,10 @@ impl ErrorKind {
                 "the upstream closed the connection without answering\n"
             }
             ErrorKind::NotHttp => "the upstream's answer is not HTTP\n",
+            ErrorKind::UpstreamTransferCoding => {
+                "the upstream's answer has a transfer coding that is not passed on\n"
+            }
+            ErrorKind::BadResponseBody => "the upstream's response body is malformed or cut\n",
             ErrorKind::UnexpectedUpgrade => {
                 "the upstream switched to a protocol the request may not switch to\n"
             }
@@ -304,12 +326,13 @@ mod tests {
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
 
-    const EVERY_KIND: [ErrorKind; 21] = [
+    const EVERY_KIND: [ErrorKind; 24] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
         ErrorKind::BadRequestBody,
         ErrorKind::RequestBodyTimeout,
+        ErrorKind::UnsupportedTransferCoding,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
         ErrorKind::NoLocation,
@@ -325,6 +348,8 @@ mod tests {
         ErrorKind::RewrittenPathTooLong,
         ErrorKind::ResetBeforeResponse,
         ErrorKind::NotHttp,
+        ErrorKind::UpstreamTransferCoding,
+        ErrorKind::BadResponseBody,
         ErrorKind::UnexpectedUpgrade,
     ];
 

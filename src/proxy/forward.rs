@@ -17,6 +17,7 @@ use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
 use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{find_source, ErrorKind, ProxyError};
+use super::framing::{self, ReadAhead};
 use super::headers;
 use super::host;
 use super::request_body::UpstreamBody;
@@ -64,10 +65,7 @@ pub async fn handle(
         cause: None,
     });
     let response = match handle_inner(&state, &peer, request, &mut record).await {
-        Ok((response, in_flight)) => response.map(|body| {
-            let body = UpstreamStream::new(body, state.upstream_timeout);
-            ProxyBody::upstream(body, in_flight)
-        }),
+        Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
         Err(error) => {
             record.error = Some(error.reason());
             record.cause = error.cause_text();
@@ -83,7 +81,8 @@ async fn handle_inner(
     peer: &PeerInfo,
     mut request: Request<Incoming>,
     record: &mut AccessRecord,
-) -> Result<(UpstreamResponse, InFlight), ProxyError> {
+) -> Result<(Response<ReadAhead<UpstreamStream>>, InFlight), ProxyError> {
+    framing::check_request_codings(request.headers())?;
     let host = host::requested(&request)?;
     if header_bytes(&request) > MAX_HEADER_BYTES {
         return Err(ErrorKind::HeadersTooLarge.into());
@@ -130,7 +129,7 @@ async fn handle_inner(
     let mut tries = Tries::new(&route);
 
     let mut endpoint = first;
-    let (mut response, in_flight) = loop {
+    let (response, in_flight) = loop {
         record.upstream = Some(endpoint.clone());
         record.attempt += 1;
         let in_flight = endpoint.state.start_request();
@@ -171,23 +170,9 @@ async fn handle_inner(
         }
     };
 
-    // The client's connection has its own version; the upstream's is not passed on.
-    *response.version_mut() = Version::HTTP_11;
-    drop_length_beside_transfer_encoding(response.headers_mut());
-    // A switch nobody asked for, or to another protocol, would hand the
-    // client a tunnel past routing: refused, and logged as the upstream's fault.
-    let switched_to = if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        match upgrade::accepted_switch(route.upgrade.as_ref(), response.headers()) {
-            Ok(protocols) => Some(protocols),
-            Err(unexpected) => {
-                let error = ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected);
-                record.log_failed_try(&route.location, &error);
-                return Err(error);
-            }
-        }
-    } else {
-        None
-    };
+    // Refused answers are logged as the upstream's fault.
+    let (mut response, switched_to) = checked_answer(&route, response, state.upstream_timeout)
+        .inspect_err(|error| record.log_failed_try(&route.location, error))?;
     headers::remove_hop_by_hop(response.headers_mut());
     if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
         upgrade::set_upgrade(response.headers_mut(), protocol);
@@ -200,6 +185,29 @@ async fn handle_inner(
     }
     record.location = Some(route.location);
     Ok((response, in_flight))
+}
+
+/// The upstream's answer as the client may get it, with the protocols it
+/// switched to if it did; or why it is refused: a transfer coding that is
+/// not passed on, a body that failed before any of it was sent, or a
+/// switch nobody asked for, or to another protocol (which would hand the
+/// client a tunnel past routing). Its body may leave the client waiting
+/// for at most `stall_limit` between two frames.
+fn checked_answer(
+    route: &RequestPlan,
+    mut response: UpstreamResponse,
+    stall_limit: Duration,
+) -> Result<(Response<ReadAhead<UpstreamStream>>, Option<HeaderValue>), ProxyError> {
+    // The client's connection has its own version; the upstream's is not passed on.
+    *response.version_mut() = Version::HTTP_11;
+    framing::check_response_head(&mut response)?;
+    let response = response.map(|body| UpstreamStream::new(body, stall_limit));
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return Ok((framing::read_ahead(response)?, None));
+    }
+    let protocols = upgrade::accepted_switch(route.upgrade.as_ref(), response.headers())
+        .map_err(|unexpected| ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected))?;
+    Ok((response.map(ReadAhead::from), Some(protocols)))
 }
 
 /// What a request is routed by, what its location is asked for, and until
@@ -393,16 +401,6 @@ fn prepare_head(
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
     headers.insert(header::HOST, host);
-}
-
-/// RFC 9112 §6.3: with `Transfer-Encoding`, the body's length is its
-/// framing and a `Content-Length` beside it is wrong. hyper read the body by
-/// the framing but keeps both headers; passed on, the length would cut the
-/// body for an HTTP/1.1 client and contradict the DATA sent to an HTTP/2 one.
-fn drop_length_beside_transfer_encoding(headers: &mut HeaderMap) {
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        headers.remove(header::CONTENT_LENGTH);
-    }
 }
 
 /// The kind of a failed send, the client's error kept as its cause. A

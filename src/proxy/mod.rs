@@ -11,6 +11,7 @@ mod client_body;
 mod client_identity;
 mod error;
 mod forward;
+mod framing;
 mod headers;
 mod host;
 mod request_body;

@@ -19,6 +19,7 @@ use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 
 use super::client_body::{ClientBodyError, ClientStream};
+use super::framing::{ready_frame, size_with_read};
 
 /// The largest body kept to be sent again.
 pub const MAX_KEPT_BODY: usize = 64 * 1024;
@@ -95,12 +96,15 @@ impl BodyClaim {
 }
 
 impl UpstreamBody {
-    /// The client's body streamed, and the claim that takes it back.
-    pub fn streamed(body: ClientStream) -> (UpstreamBody, BodyClaim) {
-        UpstreamBody::from_stream(StreamedBody {
-            read: VecDeque::new(),
-            rest: body,
-        })
+    /// The client's body streamed, and the claim that takes it back. Its
+    /// first frame is read now if it has arrived: a body malformed from its
+    /// start fails here, before any upstream is tried.
+    pub fn streamed(mut body: ClientStream) -> Result<(UpstreamBody, BodyClaim), ClientBodyError> {
+        let mut read = VecDeque::new();
+        if let Poll::Ready(Some(frame)) = ready_frame(&mut body) {
+            read.push_back(frame?);
+        }
+        Ok(UpstreamBody::from_stream(StreamedBody { read, rest: body }))
     }
 
     /// What is left of a client's body streamed, and the claim that takes it back.
@@ -247,17 +251,6 @@ impl StreamedBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        let read: u64 = self
-            .read
-            .iter()
-            .map(|frame| frame.data_ref().map_or(0, |data| data.len() as u64))
-            .sum();
-        let rest = self.rest.size_hint();
-        let mut hint = SizeHint::new();
-        hint.set_lower(rest.lower() + read);
-        if let Some(upper) = rest.upper() {
-            hint.set_upper(upper + read);
-        }
-        hint
+        size_with_read(self.read.iter(), self.rest.size_hint())
     }
 }

@@ -144,8 +144,10 @@ async fn a_client_body_fault_is_logged_as_the_clients_not_as_a_failed_try() {
     let process = ProxyProcess::start(&routes, &["--client-body-timeout", "300ms"]).await;
     for (host, body, reason, cause) in [
         (
+            // Malformed past its first chunk, so found while an upstream
+            // is tried (malformed from its start, it reaches none).
             "malformed.test",
-            "Transfer-Encoding: chunked\r\n\r\nzz\r\n",
+            "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
             "bad_request_body",
             "could not be read",
         ),

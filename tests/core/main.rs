@@ -10,6 +10,7 @@ mod causes;
 mod client_faults;
 mod forwarding;
 mod host_header;
+mod hostile_http1;
 mod hostile_http2;
 mod lifecycle;
 mod protocols;

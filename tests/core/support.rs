@@ -154,48 +154,55 @@ where
 }
 
 /// An upstream below HTTP that records every byte that reaches it: each
-/// connection's request head is answered with `answer` as it is, and what
-/// comes after it (a tunnel's bytes) is recorded too, until the peer closes.
+/// whole request (head and body, as framed by `message_len`) is answered with
+/// `answer(request)`, and what comes after a switch (a tunnel's bytes) is
+/// recorded too, until the peer closes.
 pub struct RecordingUpstream {
     pub addr: SocketAddr,
-    received: Arc<Mutex<Vec<u8>>>,
+    recording: Recording,
     connections: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
 
+/// What every connection of a `RecordingUpstream` records to, and how it answers.
+#[derive(Clone)]
+struct Recording {
+    received: Arc<Mutex<Vec<u8>>>,
+    requests: Arc<Mutex<Vec<String>>>,
+    answer: Arc<Answer>,
+}
+
+/// What a `RecordingUpstream` answers a whole request with.
+type Answer = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
+
 impl RecordingUpstream {
+    /// Answers every request with `answer` as it is.
     pub async fn start(answer: &'static [u8]) -> RecordingUpstream {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        RecordingUpstream::answering(move |_| answer.to_vec()).await
+    }
+
+    /// Answers every request with what `answer` makes of it.
+    pub async fn answering(
+        answer: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+    ) -> RecordingUpstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let received = Arc::new(Mutex::new(Vec::new()));
+        let recording = Recording {
+            received: Arc::default(),
+            requests: Arc::default(),
+            answer: Arc::new(answer),
+        };
         let connections = Arc::new(AtomicUsize::new(0));
-        let (record, counter) = (received.clone(), connections.clone());
+        let (shared, counter) = (recording.clone(), connections.clone());
         let task = tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
+            while let Ok((stream, _)) = listener.accept().await {
                 counter.fetch_add(1, Ordering::SeqCst);
-                let record = record.clone();
-                tokio::spawn(async move {
-                    let mut head = Vec::new();
-                    let mut buffer = [0; 4096];
-                    let mut answered = false;
-                    loop {
-                        let Ok(read @ 1..) = stream.read(&mut buffer).await else {
-                            return;
-                        };
-                        record.lock().unwrap().extend_from_slice(&buffer[..read]);
-                        head.extend_from_slice(&buffer[..read]);
-                        if !answered && head.windows(4).any(|w| w == b"\r\n\r\n") {
-                            answered = true;
-                            let _ = stream.write_all(answer).await;
-                        }
-                    }
-                });
+                tokio::spawn(shared.clone().connection(stream));
             }
         });
         RecordingUpstream {
             addr,
-            received,
+            recording,
             connections,
             task,
         }
@@ -203,17 +210,120 @@ impl RecordingUpstream {
 
     /// Everything received so far, on every connection, as text.
     pub fn received(&self) -> String {
-        String::from_utf8_lossy(&self.received.lock().unwrap()).into_owned()
+        String::from_utf8_lossy(&self.recording.received.lock().unwrap()).into_owned()
+    }
+
+    /// Each whole request received so far, in the order they arrived.
+    pub fn requests(&self) -> Vec<String> {
+        self.recording.requests.lock().unwrap().clone()
     }
 
     pub fn connection_count(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
     }
+
+    /// Asserts that nothing at all reached this upstream.
+    pub fn assert_untouched(&self, case: &str) {
+        assert_eq!(self.connection_count(), 0, "{case}: {:?}", self.received());
+    }
+}
+
+impl Recording {
+    async fn connection(self, mut stream: TcpStream) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut pending = Vec::new();
+        let mut buffer = [0; 16 * 1024];
+        loop {
+            let Ok(read @ 1..) = stream.read(&mut buffer).await else {
+                return;
+            };
+            self.received
+                .lock()
+                .unwrap()
+                .extend_from_slice(&buffer[..read]);
+            pending.extend_from_slice(&buffer[..read]);
+            while let Some(length) = message_len(&pending) {
+                let request: Vec<u8> = pending.drain(..length).collect();
+                self.requests
+                    .lock()
+                    .unwrap()
+                    .push(String::from_utf8_lossy(&request).into_owned());
+                let answer = (self.answer)(&request);
+                let _ = stream.write_all(&answer).await;
+                if closes(&answer) {
+                    // The end of the connection ends the answer's body; what
+                    // the peer sends after it is still recorded.
+                    let _ = stream.shutdown().await;
+                }
+            }
+        }
+    }
+}
+
+/// Whether a message's head says `Connection: close`.
+fn closes(message: &[u8]) -> bool {
+    let head_end = message
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(message.len());
+    String::from_utf8_lossy(&message[..head_end])
+        .to_ascii_lowercase()
+        .contains("\r\nconnection: close")
 }
 
 impl Drop for RecordingUpstream {
     fn drop(&mut self) {
         self.task.abort();
+    }
+}
+
+/// The length of the first whole HTTP/1.1 message in `bytes`: its head and
+/// the body its `Content-Length` or chunked `Transfer-Encoding` frames; with
+/// neither, the head alone (so not for a response to HEAD with a length,
+/// nor one read until the connection closes). `None` until all of it is
+/// there. Meant for what dockhand sends, which is well-formed: the head is
+/// read loosely, and a length that is not a number counts as none.
+pub fn message_len(bytes: &[u8]) -> Option<usize> {
+    let head_end = bytes.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
+    let head = String::from_utf8_lossy(&bytes[..head_end]).to_ascii_lowercase();
+    let field = |name: &str| {
+        head.split("\r\n")
+            .filter_map(|line| line.split_once(':'))
+            .find(|(field, _)| field.trim() == name)
+            .map(|(_, value)| value.trim().to_owned())
+    };
+    if field("transfer-encoding").is_some_and(|codings| codings.ends_with("chunked")) {
+        return chunked_len(&bytes[head_end..]).map(|body| head_end + body);
+    }
+    let length: usize = field("content-length").map_or(0, |length| length.parse().unwrap_or(0));
+    (bytes.len() >= head_end + length).then_some(head_end + length)
+}
+
+/// The length of a chunked body (its chunks, last chunk and trailers) at the
+/// start of `bytes`, once it is all there.
+fn chunked_len(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    loop {
+        let line_end = at + bytes[at..].windows(2).position(|w| w == b"\r\n")?;
+        let line = String::from_utf8_lossy(&bytes[at..line_end]);
+        let size_text = line.split(';').next().unwrap_or_default().trim();
+        let size = usize::from_str_radix(size_text, 16).ok()?;
+        at = line_end + 2;
+        if size == 0 {
+            // Trailer lines, then the empty line that ends the body.
+            loop {
+                let end = at + bytes[at..].windows(2).position(|w| w == b"\r\n")?;
+                let empty = end == at;
+                at = end + 2;
+                if empty {
+                    return Some(at);
+                }
+            }
+        }
+        at += size + 2;
+        if bytes.len() < at {
+            return None;
+        }
     }
 }
 
@@ -226,6 +336,31 @@ pub async fn raw_exchange(addr: SocketAddr, request: &[u8]) -> String {
     let mut answer = Vec::new();
     let _ = tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer)).await;
     String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// Sends raw bytes on a new connection and reads `count` whole responses
+/// (fewer if the server closes first, or 10 s pass), each as text.
+pub async fn raw_responses(addr: SocketAddr, request: &[u8], count: usize) -> Vec<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut responses = Vec::new();
+    let mut pending = Vec::new();
+    let mut buffer = [0; 16 * 1024];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        while let Some(length) = message_len(&pending) {
+            let response: Vec<u8> = pending.drain(..length).collect();
+            responses.push(String::from_utf8_lossy(&response).into_owned());
+        }
+        if responses.len() >= count {
+            return responses;
+        }
+        match tokio::time::timeout_at(deadline, stream.read(&mut buffer)).await {
+            Ok(Ok(read @ 1..)) => pending.extend_from_slice(&buffer[..read]),
+            _ => return responses,
+        }
+    }
 }
 
 /// `{"host": {HOST: {"location": {"/": {"upstream": {ADDR: {}}}}}}}`
