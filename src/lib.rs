@@ -122,6 +122,7 @@ pub async fn run(
     });
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,
+        client_send_timeout: settings.client_send_timeout,
         shutdown_timeout: settings.shutdown_timeout,
         trusted_proxies: settings.trusted_proxies.clone(),
     };

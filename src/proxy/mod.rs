@@ -15,6 +15,7 @@ mod headers;
 mod host;
 mod request_body;
 pub mod rewrite;
+mod send_timeout;
 mod server;
 mod upgrade;
 

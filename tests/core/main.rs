@@ -14,6 +14,7 @@ mod protocols;
 mod resolve;
 mod routes_file;
 mod routing;
+mod slow_clients;
 mod statuses;
 mod tls;
 mod tls_support;

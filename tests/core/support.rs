@@ -7,15 +7,17 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -528,8 +530,18 @@ impl ProxyProcess {
 
     /// The process's peak resident memory, from `/proc`.
     pub fn peak_rss_bytes(&self) -> u64 {
+        self.proc_status_bytes("VmHWM:")
+    }
+
+    /// The process's resident memory now, from `/proc`.
+    pub fn rss_bytes(&self) -> u64 {
+        self.proc_status_bytes("VmRSS:")
+    }
+
+    /// A `/proc/PID/status` field given in kB, in bytes.
+    fn proc_status_bytes(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        let line = status.lines().find(|l| l.starts_with(field)).unwrap();
         let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
         kib * 1024
     }
@@ -561,4 +573,111 @@ impl Drop for ProxyProcess {
 pub fn free_port() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap()
+}
+
+static CHUNK: [u8; 64 * 1024] = [7; 64 * 1024];
+
+/// What a metered response body has done: the bytes the backend's HTTP
+/// server has taken from it (a count that stands still before the end is
+/// backpressure), and how many such bodies were dropped before their end
+/// (their connection was closed under them).
+#[derive(Default)]
+pub struct StreamMeter {
+    taken: AtomicU64,
+    cut: AtomicUsize,
+}
+
+impl StreamMeter {
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::SeqCst)
+    }
+
+    pub fn cut(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
+    }
+}
+
+/// A body of `total` bytes in 64 KiB chunks, made as it is taken and
+/// counted in `meter`.
+pub fn metered_body(total: u64, meter: Arc<StreamMeter>) -> TestBody {
+    MeteredBody { left: total, meter }.boxed_unsync()
+}
+
+struct MeteredBody {
+    left: u64,
+    meter: Arc<StreamMeter>,
+}
+
+impl hyper::body::Body for MeteredBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        let length = self.left.min(CHUNK.len() as u64);
+        self.left -= length;
+        self.meter.taken.fetch_add(length, Ordering::SeqCst);
+        let chunk = Bytes::from_static(&CHUNK[..length as usize]);
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
+
+impl Drop for MeteredBody {
+    fn drop(&mut self) {
+        if self.left > 0 {
+            self.meter.cut.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A client that sends `GET /` to `host` and, once the response head has
+/// arrived, reads nothing more. Its receive buffer is kept small (16 KiB),
+/// so what the kernel holds for it does not hide dockhand's share.
+pub async fn stalled_reader(addr: SocketAddr, host: &str) -> TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        answer.push(stream.read_u8().await.unwrap());
+    }
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    stream
+}
+
+/// Waits until `count` has stood still for a second (sampled every 100 ms,
+/// for at most 30 s), and returns it. It waits for a state; it times nothing.
+pub async fn settled(count: impl Fn() -> u64) -> u64 {
+    let mut last = count();
+    let mut still = 0;
+    for _ in 0..300 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = count();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still == 10 {
+            return now;
+        }
+    }
+    panic!("the count never settled: {last}");
 }
