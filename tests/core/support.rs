@@ -585,9 +585,15 @@ static CHUNK: [u8; 64 * 1024] = [7; 64 * 1024];
 pub struct StreamMeter {
     taken: AtomicU64,
     cut: AtomicUsize,
+    ended: AtomicUsize,
 }
 
 impl StreamMeter {
+    /// Bodies whose last byte was taken.
+    pub fn ended(&self) -> usize {
+        self.ended.load(Ordering::SeqCst)
+    }
+
     pub fn taken(&self) -> u64 {
         self.taken.load(Ordering::SeqCst)
     }
@@ -622,6 +628,9 @@ impl hyper::body::Body for MeteredBody {
         let length = self.left.min(CHUNK.len() as u64);
         self.left -= length;
         self.meter.taken.fetch_add(length, Ordering::SeqCst);
+        if self.left == 0 {
+            self.meter.ended.fetch_add(1, Ordering::SeqCst);
+        }
         let chunk = Bytes::from_static(&CHUNK[..length as usize]);
         Poll::Ready(Some(Ok(Frame::data(chunk))))
     }
@@ -643,7 +652,7 @@ impl Drop for MeteredBody {
     }
 }
 
-/// A client that sends `GET /` to `host` and, once the response head has
+/// An HTTP/1.1 client that sends `GET /` to `host` and, once the response head has
 /// arrived, reads nothing more. Its receive buffer is kept small (16 KiB),
 /// so what the kernel holds for it does not hide dockhand's share.
 pub async fn stalled_reader(addr: SocketAddr, host: &str) -> TcpStream {
@@ -662,6 +671,39 @@ pub async fn stalled_reader(addr: SocketAddr, host: &str) -> TcpStream {
         "{}",
         String::from_utf8_lossy(&answer)
     );
+    stream
+}
+
+/// An HTTP/2 client (prior knowledge, raw frames) that sends `GET /` to
+/// `host` with every window opened wide, then reads nothing at all: the
+/// socket-level stall of an HTTP/2 connection. Its receive buffer is small
+/// as `stalled_reader`'s.
+pub async fn stalled_h2_reader(addr: SocketAddr, host: &str) -> TcpStream {
+    use tokio::io::AsyncWriteExt;
+    const MAX_WINDOW: u32 = (1 << 31) - 1;
+    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        frame.extend_from_slice(&[kind, flags]);
+        frame.extend_from_slice(&stream.to_be_bytes());
+        frame.extend_from_slice(payload);
+        frame
+    };
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    // SETTINGS_INITIAL_WINDOW_SIZE (RFC 9113 §6.5.2), then the
+    // connection's window (§6.9).
+    let mut settings = vec![0, 4];
+    settings.extend_from_slice(&MAX_WINDOW.to_be_bytes());
+    bytes.extend(frame(0x4, 0, 0, &settings));
+    bytes.extend(frame(0x8, 0, 0, &(MAX_WINDOW - 65_535).to_be_bytes()));
+    // HEADERS, END_STREAM | END_HEADERS: :method GET, :scheme http, :path /
+    // from HPACK's static table, :authority as a literal (RFC 7541 §6.2.1).
+    let mut block = vec![0x82, 0x86, 0x84, 0x41, host.len() as u8];
+    block.extend_from_slice(host.as_bytes());
+    bytes.extend(frame(0x1, 0x5, 1, &block));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream.write_all(&bytes).await.unwrap();
     stream
 }
 
