@@ -29,11 +29,13 @@
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
+//! - `limits`: the process's open-file limit, raised at start.
 
 pub mod config;
 pub mod connect;
 mod error;
 pub mod labels;
+pub mod limits;
 pub mod provider;
 pub mod proxy;
 pub mod resolve;

@@ -6,6 +6,7 @@
 //! `--client-send-timeout` (`send_timeout`).
 
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -79,15 +80,34 @@ pub async fn serve(
         let state = state.clone();
         let cut = Arc::new(ClientCut::new(settings.client_send_timeout));
         let socket = ClientSocket::new(stream, cut.clone());
-        let service = service_fn(move |request| {
-            handle(state.clone(), peer.clone(), cut.clone(), request)
+        let asked = Arc::new(AtomicBool::new(false));
+        let service = service_fn({
+            let asked = asked.clone();
+            move |request| {
+                asked.store(true, Ordering::Relaxed);
+                handle(state.clone(), peer.clone(), cut.clone(), request)
+            }
         });
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(socket), service)
             .into_owned();
         let connection = graceful.watch(connection);
+        let header_read_timeout = settings.header_read_timeout;
         tokio::spawn(async move {
-            if let Err(error) = connection.await {
+            let mut connection = std::pin::pin!(connection);
+            // hyper times each HTTP/1.1 request head, but not the bytes
+            // that tell HTTP/1.1 from HTTP/2 before the first one, nor an
+            // HTTP/2 connection's first request: a client that sends
+            // nothing, or a preface byte by byte, would be kept for ever.
+            let result = match tokio::time::timeout(header_read_timeout, &mut connection).await {
+                Ok(result) => result,
+                Err(_) if !asked.load(Ordering::Relaxed) => {
+                    tracing::debug!(client = %address, "no request within --header-read-timeout");
+                    return;
+                }
+                Err(_) => connection.await,
+            };
+            if let Err(error) = result {
                 tracing::debug!(%error, client = %address, "client connection ended with an error");
             }
         });

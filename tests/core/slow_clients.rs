@@ -5,10 +5,12 @@
 //! `--header-read-timeout`, and a thousand of them keep no one else from
 //! being served.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt;
 use http::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -147,4 +149,130 @@ async fn a_client_that_accepts_nothing_is_cut_after_the_send_timeout_and_its_ups
     })
     .await;
     assert_eq!(meter.ended(), 0);
+}
+
+/// Sends `bytes` one every 200 ms, then waits, until the server closes the
+/// connection; returns how long it was open and what the server sent.
+/// `open` counts the connections open now. At most 60 s.
+async fn trickle(addr: SocketAddr, bytes: &[u8], open: &AtomicUsize) -> (Duration, Vec<u8>) {
+    let started = Instant::now();
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    open.fetch_add(1, Ordering::SeqCst);
+    let mut unsent = bytes.iter();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let limit = tokio::time::sleep(Duration::from_secs(60));
+    tokio::pin!(limit);
+    let (mut answer, mut buffer) = (Vec::new(), [0; 1024]);
+    loop {
+        tokio::select! {
+            read = stream.read(&mut buffer) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(read) => answer.extend_from_slice(&buffer[..read]),
+            },
+            _ = tick.tick() => {
+                if let Some(byte) = unsent.next() {
+                    if stream.write_all(&[*byte]).await.is_err() {
+                        break;
+                    }
+                }
+            }
+            () = &mut limit => panic!("still open after 60 s"),
+        }
+    }
+    open.fetch_sub(1, Ordering::SeqCst);
+    (started.elapsed(), answer)
+}
+
+/// A request head that takes a trickler a minute to send.
+fn endless_head() -> Vec<u8> {
+    let mut head = b"GET / HTTP/1.1\r\nHost: example.com\r\nX-Slow: ".to_vec();
+    head.resize(head.len() + 300, b'a');
+    head
+}
+
+/// hyper times each HTTP/1.1 request head, but nothing before the first
+/// one: neither the bytes that tell HTTP/1.1 from HTTP/2 nor an HTTP/2
+/// connection's first request. Each of these clients is cut at the header
+/// timeout too.
+#[tokio::test]
+async fn clients_that_send_nothing_or_only_a_preface_are_cut_at_the_header_timeout() {
+    let backend = Backend::echo("a").await;
+    let process = ProxyProcess::start(
+        &one_route("example.com", backend.addr),
+        &["--header-read-timeout", "1s"],
+    )
+    .await;
+    let open = AtomicUsize::new(0);
+    let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    // The preface whole, then an empty SETTINGS frame (RFC 9113 §3.4), and no request.
+    let mut idle_h2 = preface.to_vec();
+    idle_h2.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let clients = [
+        ("sends nothing", Vec::new()),
+        ("trickles the HTTP/2 preface", preface.to_vec()),
+        ("opens HTTP/2 and asks nothing", idle_h2),
+        ("trickles an HTTP/1.1 head", endless_head()),
+    ];
+    for (what, bytes) in clients {
+        let (open_for, answer) = trickle(process.addr, &bytes, &open).await;
+        assert!(open_for >= Duration::from_secs(1), "{what}: cut early");
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(!answer.contains("HTTP/1.1 200"), "{what}: {answer}");
+    }
+    assert_eq!(backend.connection_count(), 0);
+}
+
+/// 1,000 clients trickle request heads (a byte every 200 ms) while 100
+/// ordinary requests are sent: every ordinary one is answered `200` (each
+/// within a generous 30 s) while all the tricklers are still connected, and
+/// every trickler is cut at the header timeout (6 s), never before.
+#[tokio::test]
+async fn a_thousand_trickling_clients_keep_no_one_else_from_being_served() {
+    const TRICKLERS: usize = 1000;
+    const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(6);
+    dockhand::limits::raise_open_file_limit().unwrap();
+    let backend = Backend::echo("a").await;
+    let process = ProxyProcess::start(
+        &one_route("example.com", backend.addr),
+        &["--header-read-timeout", "6s"],
+    )
+    .await;
+    let open = Arc::new(AtomicUsize::new(0));
+    let head: &'static [u8] = endless_head().leak();
+    let tricklers: Vec<_> = (0..TRICKLERS)
+        .map(|_| {
+            let open = open.clone();
+            let addr = process.addr;
+            tokio::spawn(async move { trickle(addr, head, &open).await })
+        })
+        .collect();
+    eventually("every trickler is connected", || {
+        std::future::ready(open.load(Ordering::SeqCst) == TRICKLERS)
+    })
+    .await;
+
+    let statuses: Vec<u16> = futures_util::stream::iter(0..100)
+        .map(|_| async {
+            let reply = tokio::time::timeout(
+                Duration::from_secs(30),
+                get(process.addr, "example.com", "/"),
+            )
+            .await
+            .expect("an ordinary request waited over 30 s");
+            reply.status.as_u16()
+        })
+        .buffer_unordered(10)
+        .collect()
+        .await;
+    assert_eq!(statuses, [200; 100]);
+    assert_eq!(
+        open.load(Ordering::SeqCst),
+        TRICKLERS,
+        "the ordinary requests were served while every trickler was connected"
+    );
+    for trickler in tricklers {
+        let (open_for, answer) = trickler.await.unwrap();
+        assert!(open_for >= HEADER_READ_TIMEOUT, "cut after {open_for:?}");
+        assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
+    }
 }
