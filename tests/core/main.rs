@@ -10,6 +10,7 @@ mod client_faults;
 mod forwarding;
 mod host_header;
 mod lifecycle;
+mod load;
 mod protocols;
 mod resolve;
 mod routes_file;
