@@ -235,7 +235,7 @@ mod tests {
         use std::sync::atomic::AtomicUsize;
         const TOTAL: usize = 8 * 1024 * 1024;
         const READ: usize = 128 * 1024;
-        let (mut socket, mut client, cut) = pair().await;
+        let (mut socket, client, cut) = pair().await;
         let written = Arc::new(AtomicUsize::new(0));
         let writing = {
             let written = written.clone();

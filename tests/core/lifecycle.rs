@@ -166,9 +166,10 @@ async fn sigterm_under_load_lets_requests_in_flight_finish_refuses_new_ones_and_
         signalled.elapsed() < Duration::from_secs(20),
         "exited only when --shutdown-timeout ran out"
     );
-    let gave_up = process.events().into_iter().any(|event| {
-        event["message"] == "shutdown timeout reached with requests still in flight"
-    });
+    let gave_up = process
+        .events()
+        .into_iter()
+        .any(|event| event["message"] == "shutdown timeout reached with requests still in flight");
     assert!(!gave_up, "requests were still in flight at the exit");
     println!(
         "SIGTERM with {} requests in flight: all completed whole; {answered_around} of them were arriving ones",
