@@ -111,13 +111,17 @@ impl ClientSocket {
         io::Error::new(io::ErrorKind::TimedOut, self.cut.cause())
     }
 
-    /// A write's outcome: anything but `Pending` ends a stall.
-    fn wrote(
+    /// Writes with `write` unless the connection was cut: a write that
+    /// finds the socket full stalls, anything else ends a stall.
+    fn write_with(
         &mut self,
         cx: &mut Context<'_>,
-        written: Poll<io::Result<usize>>,
+        write: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<usize>>,
     ) -> Poll<io::Result<usize>> {
-        match written {
+        if self.cut.is_cut() {
+            return Poll::Ready(Err(self.cut_error()));
+        }
+        match write(Pin::new(&mut self.stream), cx) {
             Poll::Pending => self.stall(cx),
             done => {
                 self.stalled = false;
@@ -143,12 +147,8 @@ impl AsyncWrite for ClientSocket {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if this.cut.is_cut() {
-            return Poll::Ready(Err(this.cut_error()));
-        }
-        let written = Pin::new(&mut this.stream).poll_write(cx, buf);
-        this.wrote(cx, written)
+        self.get_mut()
+            .write_with(cx, |stream, cx| stream.poll_write(cx, buf))
     }
 
     fn poll_write_vectored(
@@ -156,12 +156,8 @@ impl AsyncWrite for ClientSocket {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        if this.cut.is_cut() {
-            return Poll::Ready(Err(this.cut_error()));
-        }
-        let written = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
-        this.wrote(cx, written)
+        self.get_mut()
+            .write_with(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
     }
 
     fn is_write_vectored(&self) -> bool {

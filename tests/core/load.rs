@@ -205,26 +205,13 @@ async fn a_sustained_load_has_no_failed_request() {
 async fn the_binary_raises_its_open_file_limit() {
     raise_open_file_limit(2048);
     let backend = Backend::echo("a").await;
-    let dir = tempfile::tempdir().unwrap();
-    let routes = dir.path().join("routes.json");
-    std::fs::write(&routes, one_route("example.com", backend.addr)).unwrap();
-    let addr = free_port();
-    let mut child = Command::new("sh")
-        .args(["-c", "ulimit -Sn 1024 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_dockhand"))
-        .args(["--no-docker", "--log-format", "json", "--routes"])
-        .arg(&routes)
-        .args(["--http-listen", &addr.to_string()])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    eventually("the binary listens", || async {
-        tokio::net::TcpStream::connect(addr).await.is_ok()
-    })
+    let process = ProxyProcess::start_after_shell(
+        "ulimit -Sn 1024",
+        &one_route("example.com", backend.addr),
+        &[],
+    )
     .await;
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", process.child.id())).unwrap();
     let line = limits
         .lines()
         .find(|line| line.starts_with("Max open files"))

@@ -5,6 +5,7 @@
 //! `--header-read-timeout`, and a thousand of them keep no one else from
 //! being served.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -45,10 +46,21 @@ async fn streaming_backend() -> (Backend, Arc<StreamMeter>) {
     (backend, meter)
 }
 
-/// With `STALLED` responses unread (their clients were `before` bytes into
-/// dockhand's memory): the backend's writes stand still with most of each
-/// response unsent, and dockhand holds at most `PER_RESPONSE_BOUND` for each.
-async fn assert_bounded_and_blocked(process: &ProxyProcess, meter: &StreamMeter, before: u64) {
+/// Opens `STALLED` responses with `open_unread` through the binary, then
+/// checks that the backend's writes stand still with most of each response
+/// unsent, and that dockhand holds at most `PER_RESPONSE_BOUND` for each.
+async fn assert_unread_responses_bounded<F, Fut, C>(open_unread: F)
+where
+    F: Fn(SocketAddr) -> Fut,
+    Fut: Future<Output = C>,
+{
+    let (backend, meter) = streaming_backend().await;
+    let process = ProxyProcess::start(&one_route("example.com", backend.addr), &[]).await;
+    let before = process.rss_bytes();
+    let mut clients = Vec::new();
+    for _ in 0..STALLED {
+        clients.push(open_unread(process.addr).await);
+    }
     let taken = settled(|| meter.taken()).await;
     let grown = process.peak_rss_bytes().saturating_sub(before);
     println!(
@@ -77,32 +89,23 @@ async fn assert_bounded_and_blocked(process: &ProxyProcess, meter: &StreamMeter,
 
 #[tokio::test]
 async fn http1_clients_that_stop_reading_hold_a_bounded_share_and_hold_the_upstream_back() {
-    let (backend, meter) = streaming_backend().await;
-    let process = ProxyProcess::start(&one_route("example.com", backend.addr), &[]).await;
-    let before = process.rss_bytes();
-    let mut clients = Vec::new();
-    for _ in 0..STALLED {
-        clients.push(stalled_reader(process.addr, "example.com").await);
-    }
-    assert_bounded_and_blocked(&process, &meter, before).await;
+    assert_unread_responses_bounded(|addr| stalled_reader(addr, "example.com")).await;
+}
+
+/// A response on an HTTP/2 connection of its own whose body is not polled:
+/// a client of the `h2` crate reads its socket, but grants no window for
+/// it, so the stall is the stream's.
+async fn unread_h2_stream(addr: SocketAddr) -> impl Send {
+    let mut sender = h2_connection(addr).await;
+    let request = request("GET", "example.com", "/").body(empty()).unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), 200);
+    (sender, response)
 }
 
 #[tokio::test]
 async fn http2_streams_nobody_reads_hold_a_bounded_share_and_hold_the_upstream_back() {
-    let (backend, meter) = streaming_backend().await;
-    let process = ProxyProcess::start(&one_route("example.com", backend.addr), &[]).await;
-    let before = process.rss_bytes();
-    let mut clients = Vec::new();
-    for _ in 0..STALLED {
-        // A client of the `h2` crate reads its socket, but grants no window
-        // for a body that is not polled: the stall is the stream's.
-        let mut sender = h2_connection(process.addr).await;
-        let request = request("GET", "example.com", "/").body(empty()).unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert_eq!(response.status(), 200);
-        clients.push((sender, response));
-    }
-    assert_bounded_and_blocked(&process, &meter, before).await;
+    assert_unread_responses_bounded(unread_h2_stream).await;
 }
 
 /// Waits until the peer has closed or reset `stream`, reading what it

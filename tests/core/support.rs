@@ -457,12 +457,34 @@ impl ProxyProcess {
         extra: &[&str],
         env: &[(&str, &std::path::Path)],
     ) -> ProxyProcess {
+        let binary = Command::new(env!("CARGO_BIN_EXE_dockhand"));
+        ProxyProcess::spawn(binary, routes, extra, env).await
+    }
+
+    /// As `start`, run by a shell that first runs `shell` (`ulimit -Sn
+    /// 1024`) and then becomes the binary, keeping its process id.
+    pub async fn start_after_shell(shell: &str, routes: &str, extra: &[&str]) -> ProxyProcess {
+        let mut binary = Command::new("sh");
+        binary
+            .arg("-c")
+            .arg(format!("{shell} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_dockhand"))
+            .arg("--no-docker");
+        ProxyProcess::spawn(binary, routes, extra, &[]).await
+    }
+
+    async fn spawn(
+        mut binary: Command,
+        routes: &str,
+        extra: &[&str],
+        env: &[(&str, &std::path::Path)],
+    ) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         let addr = free_port();
         let log = std::fs::File::create(dir.path().join("stdout.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_dockhand"))
+        let child = binary
             .arg("--routes")
             .arg(&routes_path)
             .arg("--http-listen")
