@@ -86,7 +86,8 @@ fn upstreams(json: &str, load_balancing: LoadBalancing) -> UpstreamSet {
         resolved: &HashMap::new(),
         registry: &registry,
     };
-    UpstreamSet::build(&location.upstreams, load_balancing, checks, &context)
+    let name = "bench.test/".into();
+    UpstreamSet::build(&location.upstreams, load_balancing, checks, &context, &name)
 }
 
 fn pick(c: &mut Criterion) {

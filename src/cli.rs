@@ -67,7 +67,8 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_CONNECT_TIMEOUT", default_value = defaults::CONNECT_TIMEOUT, value_parser = parse_duration)]
     pub connect_timeout: Duration,
 
-    /// Upper bound until an upstream's response headers arrive.
+    /// Upper bound until an upstream's response headers arrive, and on
+    /// each pause within its response body.
     #[arg(long, env = "DOCKHAND_UPSTREAM_TIMEOUT", default_value = defaults::UPSTREAM_TIMEOUT, value_parser = parse_duration)]
     pub upstream_timeout: Duration,
 

@@ -45,7 +45,8 @@ pub struct Settings {
     /// also how long a location whose upstreams moved away is kept (the
     /// grace period): both wait for a recreated container to come back.
     pub upstream_wait: Duration,
-    /// Upper bound from sending a request to receiving the upstream's response head.
+    /// Upper bound from sending a request to receiving the upstream's
+    /// response head, and on each pause within its response body.
     pub upstream_timeout: Duration,
     /// How long in-flight requests may finish after a shutdown signal.
     pub shutdown_timeout: Duration,

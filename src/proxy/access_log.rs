@@ -110,8 +110,8 @@ impl AccessRecord {
         }
     }
 
-    /// The upstream's body failed after its head was sent to the client.
-    pub fn body_cut(&mut self, error: &hyper::Error) {
+    /// The upstream's body failed, or stalled, after its head was sent to the client.
+    pub fn body_cut(&mut self, error: &(dyn std::error::Error + 'static)) {
         let cause = describe(error);
         tracing::warn!(
             target: FAILURE_TARGET,

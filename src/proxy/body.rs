@@ -1,16 +1,17 @@
 //! The response body the proxy sends: the upstream's body streamed frame by
 //! frame (data and trailers), or a short message of dockhand's own. It counts
-//! the bytes sent, notes an upstream body cut midway, and writes the
-//! request's access-log line when it ends.
+//! the bytes sent, notes an upstream body cut (or stalled) midway, and writes
+//! the request's access-log line when it ends.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 
 use super::access_log::AccessRecord;
+use super::error::Cause;
+use super::response_body::UpstreamStream;
 use crate::upstream::InFlight;
 
 pub struct ProxyBody {
@@ -22,12 +23,12 @@ pub struct ProxyBody {
 }
 
 enum Inner {
-    Upstream(Incoming),
+    Upstream(UpstreamStream),
     Message(Option<Bytes>),
 }
 
 impl ProxyBody {
-    pub fn upstream(body: Incoming, in_flight: InFlight) -> ProxyBody {
+    pub fn upstream(body: UpstreamStream, in_flight: InFlight) -> ProxyBody {
         ProxyBody::new(Inner::Upstream(body), Some(in_flight))
     }
 
@@ -53,12 +54,12 @@ impl ProxyBody {
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = Cause;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Cause>>> {
         let this = &mut *self;
         let frame = match &mut this.inner {
             Inner::Upstream(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
@@ -67,7 +68,7 @@ impl Body for ProxyBody {
         if let (Some(Err(error)), Some(record)) = (&frame, &mut this.record) {
             // The head is sent: the error reaches hyper, which ends the
             // client's connection abnormally; the record says why.
-            record.body_cut(error);
+            record.body_cut(error.as_ref());
         }
         if let Some(Ok(data)) = frame.as_ref().map(|f| f.as_ref().map(Frame::data_ref)) {
             this.bytes_out += data.map_or(0, |d| d.len() as u64);

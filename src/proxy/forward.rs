@@ -20,6 +20,7 @@ use super::error::{find_source, ErrorKind, ProxyError};
 use super::headers;
 use super::host;
 use super::request_body::UpstreamBody;
+use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
 use super::upgrade;
 use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
@@ -66,7 +67,10 @@ pub async fn handle(
         cause: None,
     });
     let response = match handle_inner(&state, &peer, request, &mut record).await {
-        Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
+        Ok((response, in_flight)) => response.map(|body| {
+            let body = UpstreamStream::new(body, state.upstream_timeout);
+            ProxyBody::upstream(body, in_flight)
+        }),
         Err(error) => {
             record.error = Some(error.reason());
             record.cause = error.cause_text();

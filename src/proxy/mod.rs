@@ -15,9 +15,11 @@ mod forward;
 mod headers;
 mod host;
 mod request_body;
+mod response_body;
 pub mod rewrite;
 mod send_timeout;
 mod server;
+mod stall;
 mod upgrade;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;

@@ -71,6 +71,7 @@ impl RouteTable {
         context: &EndpointInputs<'_>,
     ) -> (RouteTable, Vec<Conflict>) {
         let mut table = RouteTable::default();
+        context.registry.start_table();
         let mut taken = HashMap::new();
         let mut conflicts = Vec::new();
         for (provider, desired) in providers {
@@ -137,9 +138,16 @@ fn build_location(
     context: &EndpointInputs<'_>,
 ) -> Location {
     let checks = CheckSettings::layered(&host.health_check, &config.health_check);
+    let name: Arc<str> = format!("{}{}", host.pattern, config.prefix).into();
     Location {
         prefix: config.prefix.as_str().into(),
-        upstreams: UpstreamSet::build(&config.upstreams, config.load_balancing, checks, context),
+        upstreams: UpstreamSet::build(
+            &config.upstreams,
+            config.load_balancing,
+            checks,
+            context,
+            &name,
+        ),
         upstreams_move: config.upstreams_move,
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),

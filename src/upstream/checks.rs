@@ -71,7 +71,8 @@ mod tests {
         tokio::spawn(run_checks(registry.clone(), probe));
         let destination = Destination::Address("10.0.0.1:80".parse().unwrap());
         let transport = Transport::Http1;
-        let state = registry.state(&destination, &transport, Some(Duration::from_secs(15)));
+        let interval = Some(Duration::from_secs(15));
+        let state = registry.state(&destination, &transport, interval, &"a.com/".into());
 
         tokio::time::sleep(Duration::from_millis(14_900)).await;
         assert_eq!(

@@ -29,6 +29,16 @@ pub struct EndpointState {
     check: Option<Check>,
     /// Keeps the endpoint's pooled connections open while it is in use.
     _lease: Option<Arc<AddressLease>>,
+    /// The locations of the newest route table that use this endpoint:
+    /// health log lines name them, as an address alone says little.
+    used_by: Mutex<UsedBy>,
+}
+
+/// The locations (`host/prefix`) of route table number `table` that use an endpoint.
+#[derive(Debug, Default)]
+struct UsedBy {
+    table: u64,
+    locations: Vec<Arc<str>>,
 }
 
 /// An endpoint's active check: where, how often, and when next.
@@ -58,6 +68,26 @@ impl EndpointState {
             _lease: lease,
             ..EndpointState::default()
         }
+    }
+
+    /// Notes that `location` of route table number `table` uses this
+    /// endpoint; a newer table's locations replace an older one's.
+    pub(super) fn used_by(&self, table: u64, location: &Arc<str>) {
+        let mut used_by = lock(&self.used_by);
+        if used_by.table != table {
+            *used_by = UsedBy {
+                table,
+                locations: Vec::new(),
+            };
+        }
+        if !used_by.locations.contains(location) {
+            used_by.locations.push(location.clone());
+        }
+    }
+
+    /// The locations that use this endpoint, for a log line.
+    pub(super) fn locations(&self) -> String {
+        lock(&self.used_by).locations.join(", ")
     }
 
     pub fn is_checked(&self) -> bool {
@@ -106,12 +136,12 @@ impl EndpointState {
         if reachable {
             self.failures_in_a_row.store(0, Ordering::Relaxed);
             if self.unhealthy.swap(false, Ordering::Relaxed) {
-                tracing::info!(upstream = %check.address, "upstream healthy again");
+                tracing::info!(upstream = %check.address, location = %self.locations(), "upstream healthy again");
             }
         } else {
             let failures = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
             if failures >= FAILURES_TO_UNHEALTHY && !self.unhealthy.swap(true, Ordering::Relaxed) {
-                tracing::warn!(upstream = %check.address, failures, "upstream unhealthy");
+                tracing::warn!(upstream = %check.address, location = %self.locations(), failures, "upstream unhealthy");
             }
         }
     }

@@ -50,6 +50,7 @@ impl UpstreamSet {
         load_balancing: LoadBalancing,
         health: CheckSettings,
         context: &EndpointInputs<'_>,
+        location: &Arc<str>,
     ) -> UpstreamSet {
         let mut endpoints = Vec::new();
         let mut names = Vec::new();
@@ -57,9 +58,10 @@ impl UpstreamSet {
             let config = Arc::new(config.clone());
             let transport = Transport::of(&config);
             for destination in destinations(&config.target, context.resolved) {
-                let state = context
-                    .registry
-                    .state(&destination, &transport, health.interval());
+                let state =
+                    context
+                        .registry
+                        .state(&destination, &transport, health.interval(), location);
                 let endpoint = Endpoint::new(destination, transport.clone(), config.clone(), state);
                 endpoints.extend(endpoint.map(Arc::new));
             }

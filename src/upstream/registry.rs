@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -34,6 +35,9 @@ pub struct EndpointRegistry {
     leases: Mutex<HashMap<LeaseKey, Weak<AddressLease>>>,
     /// Wakes the health-check service when a checked endpoint is added.
     checks_added: Notify,
+    /// The number of the route table being built: endpoint states list
+    /// the locations of the newest one.
+    table: AtomicU64,
 }
 
 impl EndpointRegistry {
@@ -41,10 +45,28 @@ impl EndpointRegistry {
         EndpointRegistry::default()
     }
 
-    /// The state of an endpoint: the one already in use for the same place,
-    /// or a new one (healthy; checked by the health service when
-    /// `check_interval` is set and the destination is an address).
+    /// A new route table is being built: the endpoints it asks for from now
+    /// on list its locations in place of the last table's.
+    pub fn start_table(&self) {
+        self.table.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The state of an endpoint `location` uses: the one already in use for
+    /// the same place, or a new one (healthy; checked by the health service
+    /// when `check_interval` is set and the destination is an address).
     pub fn state(
+        &self,
+        destination: &Destination,
+        transport: &Transport,
+        check_interval: Option<Duration>,
+        location: &Arc<str>,
+    ) -> Arc<EndpointState> {
+        let state = self.state_for(destination, transport, check_interval);
+        state.used_by(self.table.load(Ordering::Relaxed), location);
+        state
+    }
+
+    fn state_for(
         &self,
         destination: &Destination,
         transport: &Transport,
@@ -135,17 +157,31 @@ mod tests {
         Destination::Address(text.parse().unwrap())
     }
 
+    fn location(name: &str) -> Arc<str> {
+        name.into()
+    }
+
+    /// The state of 10.0.0.1:80 as location `a.com/` asks for it.
+    fn state_of(
+        registry: &EndpointRegistry,
+        transport: Transport,
+        interval: Option<Duration>,
+    ) -> Arc<EndpointState> {
+        let place = address("10.0.0.1:80");
+        registry.state(&place, &transport, interval, &location("a.com/"))
+    }
+
     #[test]
     fn an_address_that_stays_keeps_its_state() {
         let registry = registry();
         let interval = Some(Duration::from_secs(15));
-        let first = registry.state(&address("10.0.0.1:80"), &Transport::Http1, interval);
+        let first = state_of(&registry, Transport::Http1, interval);
         first.record(false);
         first.record(false);
-        let again = registry.state(&address("10.0.0.1:80"), &Transport::Http1, interval);
+        let again = state_of(&registry, Transport::Http1, interval);
         assert!(Arc::ptr_eq(&first, &again));
         assert!(!again.is_healthy());
-        let other = registry.state(&address("10.0.0.1:80"), &Transport::H2c, interval);
+        let other = state_of(&registry, Transport::H2c, interval);
         assert!(
             !Arc::ptr_eq(&first, &other),
             "another transport is another pool"
@@ -156,7 +192,7 @@ mod tests {
     fn the_last_user_gone_retires_the_address() {
         let registry = registry();
         let place = "10.0.0.1:80".parse().unwrap();
-        let state = registry.state(&address("10.0.0.1:80"), &Transport::Http1, None);
+        let state = state_of(&registry, Transport::Http1, None);
         let retirement = registry.retirement(&Transport::Http1, place).unwrap();
         assert!(!retirement.is_cancelled());
         drop(state);
@@ -165,5 +201,23 @@ mod tests {
         registry.sweep();
         assert!(lock(&registry.states).is_empty());
         assert!(lock(&registry.leases).is_empty());
+    }
+
+    #[test]
+    fn an_endpoint_lists_the_locations_of_the_newest_table() {
+        let registry = registry();
+        let place = address("10.0.0.1:80");
+        registry.start_table();
+        let state = registry.state(&place, &Transport::Http1, None, &location("a.com/"));
+        registry.state(&place, &Transport::Http1, None, &location("b.com/api"));
+        registry.state(&place, &Transport::Http1, None, &location("a.com/"));
+        assert_eq!(state.locations(), "a.com/, b.com/api");
+        registry.start_table();
+        registry.state(&place, &Transport::Http1, None, &location("b.com/api"));
+        assert_eq!(
+            state.locations(),
+            "b.com/api",
+            "a.com/ left with the old table"
+        );
     }
 }

@@ -25,6 +25,7 @@ fn location_set(
         load_balancing,
         checks,
         &context,
+        &"a.com/".into(),
     )
 }
 

@@ -2,6 +2,7 @@
 
 mod dns_server;
 mod names;
+mod raw_h2;
 mod support;
 mod upstreams;
 
@@ -9,6 +10,7 @@ mod causes;
 mod client_faults;
 mod forwarding;
 mod host_header;
+mod hostile_http2;
 mod lifecycle;
 mod load;
 mod protocols;
@@ -21,3 +23,4 @@ mod tls;
 mod tls_support;
 mod tls_upstreams;
 mod upgrades;
+mod upstream_faults;

@@ -16,6 +16,10 @@ use http::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::raw_h2::{
+    frame, header_block, request_fields, settings, window_update, END_HEADERS, END_STREAM, HEADERS,
+    INITIAL_WINDOW_SIZE, PREFACE,
+};
 use crate::support::*;
 
 const MIB: u64 = 1024 * 1024;
@@ -106,6 +110,24 @@ async fn unread_h2_stream(addr: SocketAddr) -> impl Send {
 #[tokio::test]
 async fn http2_streams_nobody_reads_hold_a_bounded_share_and_hold_the_upstream_back() {
     assert_unread_responses_bounded(unread_h2_stream).await;
+}
+
+/// An HTTP/2 client (prior knowledge, raw frames) that sends `GET /` to
+/// `host` with every window opened wide, then reads nothing at all: the
+/// socket-level stall of an HTTP/2 connection. Its receive buffer is as
+/// small as `stalled_reader`'s.
+async fn stalled_h2_reader(addr: SocketAddr, host: &str) -> TcpStream {
+    const MAX_WINDOW: u32 = (1 << 31) - 1;
+    let mut bytes = PREFACE.to_vec();
+    bytes.extend(settings(&[(INITIAL_WINDOW_SIZE, MAX_WINDOW)]));
+    bytes.extend(window_update(0, MAX_WINDOW - 65_535));
+    let block = header_block(&request_fields("GET", host));
+    bytes.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1, &block));
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream.write_all(&bytes).await.unwrap();
+    stream
 }
 
 /// Waits until the peer has closed or reset `stream`, reading what it
@@ -206,13 +228,12 @@ async fn clients_that_send_nothing_or_only_a_preface_are_cut_at_the_header_timeo
     )
     .await;
     let open = AtomicUsize::new(0);
-    let preface: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
     // The preface whole, then an empty SETTINGS frame (RFC 9113 §3.4), and no request.
-    let mut idle_h2 = preface.to_vec();
-    idle_h2.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]);
+    let mut idle_h2 = PREFACE.to_vec();
+    idle_h2.extend(settings(&[]));
     let clients = [
         ("sends nothing", Vec::new()),
-        ("trickles the HTTP/2 preface", preface.to_vec()),
+        ("trickles the HTTP/2 preface", PREFACE.to_vec()),
         ("opens HTTP/2 and asks nothing", idle_h2),
         ("trickles an HTTP/1.1 head", endless_head()),
     ];

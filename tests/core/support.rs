@@ -41,10 +41,11 @@ pub fn empty() -> TestBody {
 }
 
 /// A real HTTP server on loopback (HTTP/1.1, h2c and upgrades) that counts the
-/// TCP connections it accepted.
+/// TCP connections it accepted and the requests that reached its handler.
 pub struct Backend {
     pub addr: SocketAddr,
     pub connections: Arc<AtomicUsize>,
+    requests: Arc<AtomicUsize>,
     task: JoinHandle<()>,
 }
 
@@ -65,7 +66,8 @@ impl Backend {
     {
         let addr = listener.local_addr().unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
-        let counter = connections.clone();
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (counter, request_counter) = (connections.clone(), requests.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else {
@@ -73,8 +75,10 @@ impl Backend {
                 };
                 counter.fetch_add(1, Ordering::SeqCst);
                 let handler = handler.clone();
+                let request_counter = request_counter.clone();
                 tokio::spawn(async move {
                     let service = service_fn(move |request| {
+                        request_counter.fetch_add(1, Ordering::SeqCst);
                         let response = handler(request);
                         async move { Ok::<_, Infallible>(response.await) }
                     });
@@ -87,6 +91,7 @@ impl Backend {
         Backend {
             addr,
             connections,
+            requests,
             task,
         }
     }
@@ -117,6 +122,10 @@ impl Backend {
 
     pub fn connection_count(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn request_count(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
     }
 }
 
@@ -393,6 +402,15 @@ pub async fn h2_connection(addr: SocketAddr) -> hyper::client::conn::http2::Send
     sender
 }
 
+/// `GET path` for `host` over HTTP/2 (the host as the URI's authority).
+pub fn h2_get(host: &str, path: &str) -> Request<TestBody> {
+    Request::builder()
+        .uri(format!("http://{host}{path}"))
+        .version(http::Version::HTTP_2)
+        .body(empty())
+        .unwrap()
+}
+
 /// `GET path` with `Host: host` on a new HTTP/1.1 connection.
 pub async fn get(addr: SocketAddr, host: &str, path: &str) -> Reply {
     send(addr, request("GET", host, path).body(empty()).unwrap()).await
@@ -552,20 +570,25 @@ impl ProxyProcess {
 
     /// The process's peak resident memory, from `/proc`.
     pub fn peak_rss_bytes(&self) -> u64 {
-        self.proc_status_bytes("VmHWM:")
+        self.proc_status_kib("VmHWM:") * 1024
     }
 
     /// The process's resident memory now, from `/proc`.
     pub fn rss_bytes(&self) -> u64 {
-        self.proc_status_bytes("VmRSS:")
+        self.proc_status_kib("VmRSS:") * 1024
     }
 
-    /// A `/proc/PID/status` field given in kB, in bytes.
-    fn proc_status_bytes(&self, field: &str) -> u64 {
+    fn proc_status_kib(&self, field: &str) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
         let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-        let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kib * 1024
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// How many file descriptors the process has open, from `/proc`.
+    pub fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .unwrap()
+            .count()
     }
 
     /// Waits for the process to exit, for at most `limit`.
@@ -693,39 +716,6 @@ pub async fn stalled_reader(addr: SocketAddr, host: &str) -> TcpStream {
         "{}",
         String::from_utf8_lossy(&answer)
     );
-    stream
-}
-
-/// An HTTP/2 client (prior knowledge, raw frames) that sends `GET /` to
-/// `host` with every window opened wide, then reads nothing at all: the
-/// socket-level stall of an HTTP/2 connection. Its receive buffer is small
-/// as `stalled_reader`'s.
-pub async fn stalled_h2_reader(addr: SocketAddr, host: &str) -> TcpStream {
-    use tokio::io::AsyncWriteExt;
-    const MAX_WINDOW: u32 = (1 << 31) - 1;
-    let frame = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
-        let mut frame = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-        frame.extend_from_slice(&[kind, flags]);
-        frame.extend_from_slice(&stream.to_be_bytes());
-        frame.extend_from_slice(payload);
-        frame
-    };
-    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
-    // SETTINGS_INITIAL_WINDOW_SIZE (RFC 9113 §6.5.2), then the
-    // connection's window (§6.9).
-    let mut settings = vec![0, 4];
-    settings.extend_from_slice(&MAX_WINDOW.to_be_bytes());
-    bytes.extend(frame(0x4, 0, 0, &settings));
-    bytes.extend(frame(0x8, 0, 0, &(MAX_WINDOW - 65_535).to_be_bytes()));
-    // HEADERS, END_STREAM | END_HEADERS: :method GET, :scheme http, :path /
-    // from HPACK's static table, :authority as a literal (RFC 7541 §6.2.1).
-    let mut block = vec![0x82, 0x86, 0x84, 0x41, host.len() as u8];
-    block.extend_from_slice(host.as_bytes());
-    bytes.extend(frame(0x1, 0x5, 1, &block));
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(16 * 1024).unwrap();
-    let mut stream = socket.connect(addr).await.unwrap();
-    stream.write_all(&bytes).await.unwrap();
     stream
 }
 

@@ -189,6 +189,34 @@ async fn active_checks_take_a_gone_upstream_out_and_bring_it_back() {
     drop(b);
 }
 
+/// An address alone says little in a log: the health lines name the
+/// location that uses it too.
+#[tokio::test]
+async fn health_log_lines_name_the_upstream_address_and_its_location() {
+    let gone = refusing();
+    let proxy = ProxyProcess::start(
+        &routes(json!({
+            "health_check": {"interval_secs": 1},
+            "upstream": {gone.to_string(): {}}
+        })),
+        &[],
+    )
+    .await;
+    let unhealthy = || {
+        proxy
+            .events()
+            .into_iter()
+            .find(|event| event["level"] == "WARN" && event["message"] == "upstream unhealthy")
+    };
+    eventually("two failed checks are logged", || async {
+        unhealthy().is_some()
+    })
+    .await;
+    let event = unhealthy().unwrap();
+    assert_eq!(event["upstream"], gone.to_string(), "{event}");
+    assert_eq!(event["location"], "a.test/", "{event}");
+}
+
 #[tokio::test]
 async fn failed_connects_count_as_failed_checks() {
     let (a, a_hits) = answering("a", StatusCode::OK).await;
