@@ -27,7 +27,7 @@ const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 /// buffer (a response head must fit in it, or the answer is `502`) and its
 /// queue of request bytes to write. hyper's default, about 400 KiB, is what
 /// a response nobody reads kept, besides the client side's share.
-pub const HTTP1_BUFFER_BYTES: usize = 64 * 1024;
+const HTTP1_BUFFER_BYTES: usize = 64 * 1024;
 
 /// What an upstream may send on one HTTP/2 stream before dockhand has passed
 /// it on to the client (hyper's default is 2 MiB): a client that stops
