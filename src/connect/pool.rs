@@ -33,7 +33,7 @@ const HTTP1_BUFFER_BYTES: usize = 64 * 1024;
 /// it on to the client (hyper's default is 2 MiB): a client that stops
 /// reading leaves at most this much of its response here, and the upstream
 /// waits for it.
-pub const H2_STREAM_WINDOW_BYTES: u32 = 256 * 1024;
+const H2_STREAM_WINDOW_BYTES: u32 = 256 * 1024;
 
 /// The same for all the streams of one upstream HTTP/2 connection (hyper's
 /// default is 5 MiB): sixteen responses' worth, so a few clients that stop

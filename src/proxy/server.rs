@@ -6,6 +6,7 @@
 //! `--client-send-timeout` (`send_timeout`).
 
 use std::future::Future;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,31 +93,43 @@ pub async fn serve(
             .serve_connection_with_upgrades(TokioIo::new(socket), service)
             .into_owned();
         let connection = graceful.watch(connection);
-        let header_read_timeout = settings.header_read_timeout;
-        tokio::spawn(async move {
-            let mut connection = std::pin::pin!(connection);
-            // hyper times each HTTP/1.1 request head, but not the bytes
-            // that tell HTTP/1.1 from HTTP/2 before the first one, nor an
-            // HTTP/2 connection's first request: a client that sends
-            // nothing, or a preface byte by byte, would be kept for ever.
-            let result = match tokio::time::timeout(header_read_timeout, &mut connection).await {
-                Ok(result) => result,
-                Err(_) if !asked.load(Ordering::Relaxed) => {
-                    tracing::debug!(client = %address, "no request within --header-read-timeout");
-                    return;
-                }
-                Err(_) => connection.await,
-            };
-            if let Err(error) = result {
-                tracing::debug!(%error, client = %address, "client connection ended with an error");
-            }
-        });
+        tokio::spawn(drive(
+            connection,
+            asked,
+            settings.header_read_timeout,
+            address,
+        ));
     }
     drop(listener);
     tracing::info!("shutting down: no new connections, waiting for requests in flight");
     tokio::time::timeout(settings.shutdown_timeout, graceful.shutdown())
         .await
         .is_ok()
+}
+
+/// Runs one client connection to its end, or ends it if no request came
+/// within `header_read_timeout` of its start. hyper times each HTTP/1.1
+/// request head, but not the bytes that tell HTTP/1.1 from HTTP/2 before the
+/// first one, nor an HTTP/2 connection's first request: a client that sends
+/// nothing, or a preface byte by byte, would be kept for ever.
+async fn drive<E: std::fmt::Display>(
+    connection: impl Future<Output = Result<(), E>>,
+    asked: Arc<AtomicBool>,
+    header_read_timeout: Duration,
+    client: SocketAddr,
+) {
+    let mut connection = std::pin::pin!(connection);
+    let result = match tokio::time::timeout(header_read_timeout, &mut connection).await {
+        Ok(result) => result,
+        Err(_) if !asked.load(Ordering::Relaxed) => {
+            tracing::debug!(%client, "no request within --header-read-timeout");
+            return;
+        }
+        Err(_) => connection.await,
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, %client, "client connection ended with an error");
+    }
 }
 
 fn connection_builder(settings: &ServerSettings) -> auto::Builder<TokioExecutor> {
