@@ -249,16 +249,16 @@ async fn clients_that_send_nothing_or_only_a_preface_are_cut_at_the_header_timeo
 /// 1,000 clients trickle request heads (a byte every 200 ms) while 100
 /// ordinary requests are sent: every ordinary one is answered `200` (each
 /// within a generous 30 s) while all the tricklers are still connected, and
-/// every trickler is cut at the header timeout (6 s), never before.
+/// every trickler is cut at the header timeout (8 s), never before.
 #[tokio::test]
 async fn a_thousand_trickling_clients_keep_no_one_else_from_being_served() {
     const TRICKLERS: usize = 1000;
-    const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(6);
+    const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(8);
     dockhand::limits::raise_open_file_limit().unwrap();
     let backend = Backend::echo("a").await;
     let process = ProxyProcess::start(
         &one_route("example.com", backend.addr),
-        &["--header-read-timeout", "6s"],
+        &["--header-read-timeout", "8s"],
     )
     .await;
     let open = Arc::new(AtomicUsize::new(0));
