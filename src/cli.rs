@@ -84,6 +84,11 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_CLIENT_BODY_TIMEOUT", default_value = defaults::CLIENT_BODY_TIMEOUT, value_parser = parse_duration)]
     pub client_body_timeout: Duration,
 
+    /// How long a client may accept no bytes of its responses before its
+    /// connection is cut (and its upstream connection released).
+    #[arg(long, env = "DOCKHAND_CLIENT_SEND_TIMEOUT", default_value = defaults::CLIENT_SEND_TIMEOUT, value_parser = parse_duration)]
+    pub client_send_timeout: Duration,
+
     /// How often every container is listed again, besides Docker's events.
     #[arg(long, env = "DOCKHAND_DOCKER_RELIST_INTERVAL", default_value = defaults::DOCKER_RELIST_INTERVAL, value_parser = parse_duration)]
     pub docker_relist_interval: Duration,
@@ -136,6 +141,7 @@ impl Flags {
             shutdown_timeout: self.shutdown_timeout,
             header_read_timeout: self.header_read_timeout,
             client_body_timeout: self.client_body_timeout,
+            client_send_timeout: self.client_send_timeout,
             trusted_proxies: self.trusted_proxies.clone(),
             dns_resolver: self.dns_resolver,
         })

@@ -29,11 +29,13 @@
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
+//! - `limits`: the process's open-file limit, raised at start.
 
 pub mod config;
 pub mod connect;
 mod error;
 pub mod labels;
+pub mod limits;
 pub mod provider;
 pub mod proxy;
 pub mod resolve;
@@ -122,6 +124,7 @@ pub async fn run(
     });
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,
+        client_send_timeout: settings.client_send_timeout,
         shutdown_timeout: settings.shutdown_timeout,
         trusted_proxies: settings.trusted_proxies.clone(),
     };

@@ -23,6 +23,13 @@ fn main() -> ExitCode {
         Err(error) => error.exit(),
     };
     init_logging(&flags);
+    match dockhand::limits::raise_open_file_limit() {
+        Ok(limit) if limit.before != limit.after => {
+            tracing::info!(from = ?limit.before, to = ?limit.after, "open-file limit raised");
+        }
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "the open-file limit could not be raised"),
+    }
     // One worker runs everything on one thread: no wake-ups cross threads.
     let mut runtime = match flags.workers.map(|workers| workers.get()) {
         Some(1) => tokio::runtime::Builder::new_current_thread(),

@@ -27,6 +27,7 @@ pub mod defaults {
     pub const SHUTDOWN_TIMEOUT: &str = "30s";
     pub const HEADER_READ_TIMEOUT: &str = "10s";
     pub const CLIENT_BODY_TIMEOUT: &str = "60s";
+    pub const CLIENT_SEND_TIMEOUT: &str = "60s";
     pub const DOCKER_RELIST_INTERVAL: &str = "60s";
     pub const LOG_LEVEL: &str = "info";
 }
@@ -54,6 +55,9 @@ pub struct Settings {
     /// How long a client may leave its request body waiting between two
     /// reads before `408`.
     pub client_body_timeout: Duration,
+    /// How long a client may accept no bytes of what dockhand has for it
+    /// before its connection is cut.
+    pub client_send_timeout: Duration,
     /// Peers whose `X-Forwarded-*` headers are trusted and extended.
     pub trusted_proxies: Vec<IpNet>,
     /// The DNS server upstream names are resolved with; `None` means the
@@ -177,6 +181,7 @@ impl Default for Settings {
             shutdown_timeout: default_duration(defaults::SHUTDOWN_TIMEOUT),
             header_read_timeout: default_duration(defaults::HEADER_READ_TIMEOUT),
             client_body_timeout: default_duration(defaults::CLIENT_BODY_TIMEOUT),
+            client_send_timeout: default_duration(defaults::CLIENT_SEND_TIMEOUT),
             trusted_proxies: Vec::new(),
             dns_resolver: None,
             docker: Some(DockerSettings::default()),

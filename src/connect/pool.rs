@@ -23,6 +23,27 @@ use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
 /// How long an unused pooled connection is kept.
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
+/// What each upstream HTTP/1.1 connection buffers, each way: its read
+/// buffer (a response head must fit in it, or the answer is `502`) and its
+/// queue of request bytes to write. hyper's default, about 400 KiB, is what
+/// a response nobody reads kept, besides the client side's share.
+const HTTP1_BUFFER_BYTES: usize = 64 * 1024;
+
+/// What an upstream may send on one HTTP/2 stream before dockhand has passed
+/// it on to the client (hyper's default is 2 MiB): a client that stops
+/// reading leaves at most this much of its response here, and the upstream
+/// waits for it.
+const H2_STREAM_WINDOW_BYTES: u32 = 256 * 1024;
+
+/// The same for all the streams of one upstream HTTP/2 connection (hyper's
+/// default is 5 MiB): sixteen responses' worth, so a few clients that stop
+/// reading don't stall the others' streams on the same connection.
+const H2_CONNECTION_WINDOW_BYTES: u32 = 16 * H2_STREAM_WINDOW_BYTES;
+
+/// What one HTTP/2 stream to an upstream may queue of its request body
+/// beyond what the upstream's window takes (hyper's default is 1 MiB).
+const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;
+
 /// Whether requests to `endpoint` carry its address as their URI's
 /// authority (the shared HTTP/1.1 pool), or the host the upstream expects.
 pub fn authority_is_address(endpoint: &Endpoint) -> bool {
@@ -108,6 +129,10 @@ where
         .pool_timer(TokioTimer::new())
         .timer(TokioTimer::new())
         .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+        .http1_max_buf_size(HTTP1_BUFFER_BYTES)
+        .http2_initial_stream_window_size(H2_STREAM_WINDOW_BYTES)
+        .http2_initial_connection_window_size(H2_CONNECTION_WINDOW_BYTES)
+        .http2_max_send_buf_size(H2_SEND_BUFFER_BYTES)
         .http2_only(http2_only)
         .build(connector)
 }

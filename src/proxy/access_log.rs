@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use http::{HeaderValue, Method, StatusCode, Uri};
 
-use super::error::{describe, ProxyError, RESET_MID_RESPONSE};
+use super::error::{describe, ProxyError, CLIENT_SEND_TIMEOUT, RESET_MID_RESPONSE};
+use super::send_timeout::ClientCut;
 use crate::upstream::Endpoint;
 
 pub const TARGET: &str = "dockhand::access";
@@ -22,6 +23,8 @@ const FAILURE_TARGET: &str = "dockhand::proxy";
 pub struct AccessRecord {
     pub started: Instant,
     pub client: SocketAddr,
+    /// Set if the client's connection is cut for not reading.
+    pub client_cut: Arc<ClientCut>,
     pub method: Method,
     /// The `Host` (or `:authority`) as the client sent it.
     pub host: Option<HeaderValue>,
@@ -55,6 +58,16 @@ impl AccessRecord {
     }
 
     pub fn write(&self, bytes_out: u64) {
+        // Written when the response ends: if it ended because the client
+        // was cut, that is why (its status was sent before).
+        let cut_cause;
+        let (error, cause) = match self.error {
+            None if self.client_cut.is_cut() => {
+                cut_cause = self.client_cut.cause();
+                (CLIENT_SEND_TIMEOUT, cut_cause.as_str())
+            }
+            error => (error.unwrap_or(""), self.cause.as_deref().unwrap_or("")),
+        };
         tracing::info!(
             target: TARGET,
             client = %self.client,
@@ -65,8 +78,8 @@ impl AccessRecord {
             upstream = self.upstream_text(),
             bytes_out,
             duration_ms = self.started.elapsed().as_secs_f64() * 1000.0,
-            error = self.error.unwrap_or(""),
-            cause = self.cause.as_deref().unwrap_or(""),
+            error,
+            cause,
             "request"
         );
     }

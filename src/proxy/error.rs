@@ -25,6 +25,10 @@ pub const RETRY_AFTER_SECS: u64 = 5;
 /// the client's connection is ended abnormally instead.
 pub const RESET_MID_RESPONSE: &str = "reset_mid_response";
 
+/// The reason written to the access log for a response that ended because
+/// its client accepted no bytes for `--client-send-timeout` and was cut.
+pub const CLIENT_SEND_TIMEOUT: &str = "client_send_timeout";
+
 /// The error underneath a status.
 pub type Cause = Box<dyn Error + Send + Sync>;
 
@@ -365,6 +369,7 @@ mod tests {
         }
         assert_eq!(reasons.len(), EVERY_KIND.len(), "no reason is shared");
         assert!(!reasons.contains(RESET_MID_RESPONSE));
+        assert!(!reasons.contains(CLIENT_SEND_TIMEOUT));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use super::headers;
 use super::host;
 use super::request_body::UpstreamBody;
 use super::response_body::UpstreamStream;
+use super::send_timeout::ClientCut;
 use super::upgrade;
 use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
 use crate::resolve::ResolveHints;
@@ -49,11 +50,13 @@ pub struct ProxyState {
 pub async fn handle(
     state: Arc<ProxyState>,
     peer: Arc<PeerInfo>,
+    client_cut: Arc<ClientCut>,
     request: Request<Incoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut record = Box::new(AccessRecord {
         started: Instant::now(),
         client: peer.address,
+        client_cut,
         method: request.method().clone(),
         host: host::claimed(&request),
         uri: request.uri().clone(),

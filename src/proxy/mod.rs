@@ -1,4 +1,5 @@
-//! The data path: the client-facing server, forwarding (tries, retries,
+//! The data path: the client-facing server (with the send timeout that
+//! cuts clients that stop reading), forwarding (tries, retries,
 //! following moved upstreams), the request's host, protocol switches,
 //! header rules, rewrites, the statuses dockhand
 //! answers itself and the access log. Routing decisions come from `routes`,
@@ -17,6 +18,7 @@ mod host;
 mod request_body;
 mod response_body;
 pub mod rewrite;
+mod send_timeout;
 mod server;
 mod stall;
 mod upgrade;

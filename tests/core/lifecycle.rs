@@ -1,9 +1,16 @@
 //! Changes and endings: a route-table swap drops nothing, shutdown drains, and
 //! every request leaves one access-log event.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+use futures_util::StreamExt;
 use http::Response;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::Frame;
+use tokio::net::TcpStream;
 
 use crate::protocols::{echo_round_trip, websocket_echo, websocket_through};
 use crate::support::*;
@@ -64,29 +71,129 @@ async fn a_reload_keeps_websockets_idle_connections_and_requests_in_flight() {
     assert_eq!(reply.header("x-backend"), "other");
 }
 
+/// The held backend's answer: its head and a first chunk of 1 KiB at once,
+/// then, once the test lets it go on, 19 more.
+const CHUNKS: usize = 20;
+const CHUNK: &[u8] = &[b'x'; 1024];
+
+/// SIGTERM under load: 20 requests in flight (mid-body, held by their
+/// backend) and new ones arriving on new connections all the while. After
+/// the signal new connections are refused; then the backend goes on, and
+/// every request in flight completes with its whole body, and the process
+/// exits 0 well before `--shutdown-timeout` (20 s) ran out. A request that
+/// arrives as the server stops is answered whole or its connection closed
+/// unanswered: none gets an error status or a cut body.
 #[tokio::test]
-async fn sigterm_lets_requests_in_flight_finish_then_exits_zero() {
-    let slow = Backend::start(|_request| async {
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        Response::new(full("finished"))
+async fn sigterm_under_load_lets_requests_in_flight_finish_refuses_new_ones_and_exits_zero() {
+    const IN_FLIGHT: usize = 20;
+    const ARRIVING: usize = 5;
+    let started = Arc::new(AtomicUsize::new(0));
+    let (go_on, held) = tokio::sync::watch::channel(false);
+    let backend = Backend::start({
+        let started = started.clone();
+        move |_request| {
+            started.fetch_add(1, Ordering::SeqCst);
+            let held = held.clone();
+            async move {
+                let rest = futures_util::stream::iter(1..CHUNKS).then(move |n| {
+                    let mut held = held.clone();
+                    async move {
+                        if n == 1 {
+                            let _ = held.wait_for(|go_on| *go_on).await;
+                        }
+                        Ok(Frame::data(Bytes::from_static(CHUNK)))
+                    }
+                });
+                let first = futures_util::stream::once(async {
+                    Ok(Frame::data(Bytes::from_static(CHUNK)))
+                });
+                Response::new(StreamBody::new(first.chain(rest)).boxed_unsync())
+            }
+        }
     })
     .await;
-    let mut process = ProxyProcess::start(&one_route("example.com", slow.addr), &[]).await;
-    let in_flight = tokio::spawn(get(process.addr, "example.com", "/"));
-    eventually("the request reached the backend", || async {
-        slow.connection_count() == 1
+    let mut process = ProxyProcess::start(
+        &one_route("example.com", backend.addr),
+        &["--shutdown-timeout", "20s"],
+    )
+    .await;
+    let addr = process.addr;
+    let in_flight: Vec<_> = (0..IN_FLIGHT)
+        .map(|_| tokio::spawn(get(addr, "example.com", "/")))
+        .collect();
+    // New requests keep coming, on new connections, until connections
+    // are refused.
+    let arriving: Vec<_> = (0..ARRIVING)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut answered = 0;
+                loop {
+                    match TcpStream::connect(addr).await {
+                        Err(error) => return (answered, error.kind()),
+                        Ok(stream) => answered += usize::from(try_get(stream).await.is_some()),
+                    }
+                }
+            })
+        })
+        .collect();
+    eventually("every request is in flight", || {
+        std::future::ready(started.load(Ordering::SeqCst) == IN_FLIGHT + ARRIVING)
     })
     .await;
+    let signalled = std::time::Instant::now();
     process.signal("TERM");
-    let reply = in_flight.await.unwrap();
-    assert_eq!(reply.status, 200);
-    assert_eq!(reply.text(), "finished");
-    let status = process.wait_exit(Duration::from_secs(20)).await;
+    eventually("new connections are refused", || async {
+        TcpStream::connect(addr).await.is_err()
+    })
+    .await;
+    assert!(in_flight.iter().all(|request| !request.is_finished()));
+
+    go_on.send(true).unwrap();
+    for request in in_flight {
+        let reply = request.await.unwrap();
+        assert_eq!(reply.status, 200);
+        assert_eq!(reply.body.len(), CHUNKS * CHUNK.len());
+    }
+    let mut answered_around = 0;
+    for arrivals in arriving {
+        let (answered, refusal) = arrivals.await.unwrap();
+        assert_eq!(refusal, std::io::ErrorKind::ConnectionRefused);
+        answered_around += answered;
+    }
+    let status = process.wait_exit(Duration::from_secs(30)).await;
     assert_eq!(status.code(), Some(0));
     assert!(
-        tokio::net::TcpStream::connect(process.addr).await.is_err(),
-        "still accepting"
+        signalled.elapsed() < Duration::from_secs(20),
+        "exited only when --shutdown-timeout ran out"
     );
+    let gave_up = process
+        .events()
+        .into_iter()
+        .any(|event| event["message"] == "shutdown timeout reached with requests still in flight");
+    assert!(!gave_up, "requests were still in flight at the exit");
+    println!(
+        "SIGTERM with {} requests in flight: all completed whole; {answered_around} of them were arriving ones",
+        IN_FLIGHT + ARRIVING
+    );
+}
+
+/// `GET /` on `stream`: the reply if it came, `None` if the connection was
+/// closed unanswered (a request that came as the server stopped). An error
+/// status or a cut body fails the test.
+async fn try_get(stream: TcpStream) -> Option<Reply> {
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .ok()?;
+    tokio::spawn(connection);
+    let response = sender
+        .send_request(request("GET", "example.com", "/").body(empty()).unwrap())
+        .await
+        .ok()?;
+    let reply = read_reply(response).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.body.len(), CHUNKS * CHUNK.len());
+    Some(reply)
 }
 
 #[tokio::test]

@@ -188,6 +188,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
     let addr = listener.local_addr().unwrap();
     let settings = ServerSettings {
         header_read_timeout: Duration::from_secs(5),
+        client_send_timeout: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(1),
         trusted_proxies: Vec::new(),
     };

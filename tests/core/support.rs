@@ -6,16 +6,18 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Empty, Full};
-use hyper::body::Incoming;
+use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -608,12 +610,34 @@ impl ProxyProcess {
         extra: &[&str],
         env: &[(&str, &std::path::Path)],
     ) -> ProxyProcess {
+        let binary = Command::new(env!("CARGO_BIN_EXE_dockhand"));
+        ProxyProcess::spawn(binary, routes, extra, env).await
+    }
+
+    /// As `start`, run by a shell that first runs `shell` (`ulimit -Sn
+    /// 1024`) and then becomes the binary, keeping its process id.
+    pub async fn start_after_shell(shell: &str, routes: &str, extra: &[&str]) -> ProxyProcess {
+        let mut binary = Command::new("sh");
+        binary
+            .arg("-c")
+            .arg(format!("{shell} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_dockhand"))
+            .arg("--no-docker");
+        ProxyProcess::spawn(binary, routes, extra, &[]).await
+    }
+
+    async fn spawn(
+        mut binary: Command,
+        routes: &str,
+        extra: &[&str],
+        env: &[(&str, &std::path::Path)],
+    ) -> ProxyProcess {
         let dir = tempfile::tempdir().unwrap();
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         let addr = free_port();
         let log = std::fs::File::create(dir.path().join("stdout.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_dockhand"))
+        let child = binary
             .arg("--routes")
             .arg(&routes_path)
             .arg("--http-listen")
@@ -729,4 +753,120 @@ impl Drop for ProxyProcess {
 pub fn free_port() -> SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap()
+}
+
+static CHUNK: [u8; 64 * 1024] = [7; 64 * 1024];
+
+/// What a metered response body has done: the bytes the backend's HTTP
+/// server has taken from it (a count that stands still before the end is
+/// backpressure), and how many such bodies were dropped before their end
+/// (their connection was closed under them).
+#[derive(Default)]
+pub struct StreamMeter {
+    taken: AtomicU64,
+    cut: AtomicUsize,
+    ended: AtomicUsize,
+}
+
+impl StreamMeter {
+    /// Bodies whose last byte was taken.
+    pub fn ended(&self) -> usize {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    pub fn taken(&self) -> u64 {
+        self.taken.load(Ordering::SeqCst)
+    }
+
+    pub fn cut(&self) -> usize {
+        self.cut.load(Ordering::SeqCst)
+    }
+}
+
+/// A body of `total` bytes in 64 KiB chunks, made as it is taken and
+/// counted in `meter`.
+pub fn metered_body(total: u64, meter: Arc<StreamMeter>) -> TestBody {
+    MeteredBody { left: total, meter }.boxed_unsync()
+}
+
+struct MeteredBody {
+    left: u64,
+    meter: Arc<StreamMeter>,
+}
+
+impl hyper::body::Body for MeteredBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.left == 0 {
+            return Poll::Ready(None);
+        }
+        let length = self.left.min(CHUNK.len() as u64);
+        self.left -= length;
+        self.meter.taken.fetch_add(length, Ordering::SeqCst);
+        if self.left == 0 {
+            self.meter.ended.fetch_add(1, Ordering::SeqCst);
+        }
+        let chunk = Bytes::from_static(&CHUNK[..length as usize]);
+        Poll::Ready(Some(Ok(Frame::data(chunk))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.left == 0
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.left)
+    }
+}
+
+impl Drop for MeteredBody {
+    fn drop(&mut self) {
+        if self.left > 0 {
+            self.meter.cut.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// An HTTP/1.1 client that sends `GET /` to `host` and, once the response head has
+/// arrived, reads nothing more. Its receive buffer is kept small (16 KiB),
+/// so what the kernel holds for it does not hide dockhand's share.
+pub async fn stalled_reader(addr: SocketAddr, host: &str) -> TcpStream {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(16 * 1024).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let head = format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    while !answer.ends_with(b"\r\n\r\n") {
+        answer.push(stream.read_u8().await.unwrap());
+    }
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    stream
+}
+
+/// Waits until `count` has stood still for a second (sampled every 100 ms,
+/// for at most 30 s), and returns it. It waits for a state; it times nothing.
+pub async fn settled(count: impl Fn() -> u64) -> u64 {
+    let mut last = count();
+    let mut still = 0;
+    for _ in 0..300 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = count();
+        still = if now == last { still + 1 } else { 0 };
+        last = now;
+        if still == 10 {
+            return now;
+        }
+    }
+    panic!("the count never settled: {last}");
 }
