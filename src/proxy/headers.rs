@@ -5,14 +5,15 @@
 use http::header::{self, HeaderMap, HeaderName};
 
 /// `HTTP2-Settings` travels only with `Upgrade: h2c`, and is as
-/// connection-specific as the rest (RFC 7540 §3.2.1).
-static HOP_BY_HOP: [HeaderName; 8] = [
+/// connection-specific as the rest (RFC 7540 §3.2.1). `Trailer` is not
+/// here: it is end-to-end (RFC 9110 §6.6.2), and an HTTP/1.1 sender sends
+/// only the trailers it names.
+static HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("http2-settings"),
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
     header::UPGRADE,
 ];

@@ -87,10 +87,11 @@ async fn websockets_are_proxied_both_ways() {
     socket.close(None).await.unwrap();
 }
 
-#[tokio::test]
-async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
-    // Answers with the request's trailer echoed back as a response trailer.
-    let backend = Backend::start(|request: http::Request<Incoming>| async move {
+/// A backend that answers with the request's version, authority, `te` and
+/// body, and echoes the request's trailer back as a response trailer
+/// (announced in `Trailer`, which HTTP/1.1 needs to send trailers at all).
+async fn trailer_echo() -> Backend {
+    Backend::start(|request: http::Request<Incoming>| async move {
         let version = format!("{:?}", request.version());
         let authority = request.uri().authority().map(|a| a.to_string());
         let te = request.headers().get("te").cloned();
@@ -110,30 +111,34 @@ async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
             )))),
             Ok(Frame::trailers(trailers)),
         ];
-        Response::new(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync())
+        Response::builder()
+            .header("trailer", "grpc-status, x-echoed-checksum")
+            .body(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync())
+            .unwrap()
     })
-    .await;
-    let routes = serde_json::json!({"host": {"grpc.test": {"location": {"/": {"upstream": {
-        backend.addr.to_string(): {"protocol": "h2c"}
-    }}}}}});
-    let proxy = Proxy::start(&routes.to_string()).await;
+    .await
+}
 
+/// A POST of `ping` with the trailer `x-request-checksum: abc123`.
+fn request_with_trailer(uri: &str, version: http::Version) -> http::Request<TestBody> {
     let mut request_trailers = HeaderMap::new();
     request_trailers.insert("x-request-checksum", HeaderValue::from_static("abc123"));
     let frames = vec![
         Ok::<_, Box<dyn std::error::Error + Send + Sync>>(Frame::data(Bytes::from_static(b"ping"))),
         Ok(Frame::trailers(request_trailers)),
     ];
-    let request = http::Request::builder()
+    http::Request::builder()
         .method("POST")
-        .uri("http://grpc.test/pkg.Service/Method")
-        .version(http::Version::HTTP_2)
+        .uri(uri)
+        .version(version)
         .header("te", "trailers")
-        .header("content-type", "application/grpc")
+        .header("trailer", "x-request-checksum")
         .body(StreamBody::new(futures_util::stream::iter(frames)).boxed_unsync())
-        .unwrap();
-    let mut sender = h2_connection(proxy.addr).await;
-    let response = sender.send_request(request).await.unwrap();
+        .unwrap()
+}
+
+/// The response's trailers and body text, asserting the echoed trailer.
+async fn echoed_trailers(response: Response<Incoming>) -> String {
     assert_eq!(response.status(), 200);
     let collected = response.into_body().collect().await.unwrap();
     let trailers = collected
@@ -142,10 +147,40 @@ async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
         .expect("response trailers arrive");
     assert_eq!(trailers["grpc-status"], "0");
     assert_eq!(trailers["x-echoed-checksum"], "abc123");
-    let body = String::from_utf8(collected.to_bytes().to_vec()).unwrap();
+    String::from_utf8(collected.to_bytes().to_vec()).unwrap()
+}
+
+#[tokio::test]
+async fn h2c_upstreams_get_http2_and_trailers_pass_both_ways() {
+    let backend = trailer_echo().await;
+    let routes = serde_json::json!({"host": {"grpc.test": {"location": {"/": {"upstream": {
+        backend.addr.to_string(): {"protocol": "h2c"}
+    }}}}}});
+    let proxy = Proxy::start(&routes.to_string()).await;
+    let request =
+        request_with_trailer("http://grpc.test/pkg.Service/Method", http::Version::HTTP_2);
+    let mut sender = h2_connection(proxy.addr).await;
+    let body = echoed_trailers(sender.send_request(request).await.unwrap()).await;
     // `:authority` is the host the client asked for, never the upstream's address.
     assert_eq!(
         body,
         r#"HTTP/2.0 authority=Some("grpc.test") te=Some("trailers") body=ping"#
+    );
+}
+
+/// `Trailer` is end-to-end (RFC 9110 §6.6.2), and HTTP/1.1 sends only the
+/// trailers it names: removed on the way, it took the trailers with it.
+#[tokio::test]
+async fn trailers_pass_both_ways_over_http1() {
+    let backend = trailer_echo().await;
+    let proxy = Proxy::start(&one_route("example.com", backend.addr)).await;
+    let mut request = request_with_trailer("/upload", http::Version::HTTP_11);
+    let host = HeaderValue::from_static("example.com");
+    request.headers_mut().insert("host", host);
+    let mut sender = http1_connection(proxy.addr).await;
+    let body = echoed_trailers(sender.send_request(request).await.unwrap()).await;
+    assert_eq!(
+        body,
+        r#"HTTP/1.1 authority=None te=Some("trailers") body=ping"#
     );
 }
