@@ -12,6 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 use super::access_log::AccessRecord;
 use super::error::Cause;
 use super::framing::ReadAhead;
+use super::idle::ActiveRequest;
 use super::response_body::UpstreamStream;
 use crate::upstream::InFlight;
 
@@ -21,6 +22,8 @@ pub struct ProxyBody {
     record: Option<Box<AccessRecord>>,
     /// The request counts as in flight to its upstream until its body ends.
     _in_flight: Option<InFlight>,
+    /// And as active on its client connection, which is not idle till then.
+    _active: Option<ActiveRequest>,
 }
 
 enum Inner {
@@ -43,7 +46,14 @@ impl ProxyBody {
             bytes_out: 0,
             record: None,
             _in_flight: in_flight,
+            _active: None,
         }
+    }
+
+    /// Counts the request as active on its client connection until this body ends.
+    pub fn counting(mut self, active: ActiveRequest) -> ProxyBody {
+        self._active = Some(active);
+        self
     }
 
     /// Attaches the access-log record written when this body is done or dropped.

@@ -15,6 +15,7 @@ mod forward;
 mod framing;
 mod headers;
 mod host;
+mod idle;
 mod request_body;
 mod response_body;
 pub mod rewrite;

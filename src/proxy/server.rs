@@ -3,11 +3,13 @@
 //! accepting and lets in-flight requests finish within the grace period.
 //! What each connection buffers is bounded here (with the upstream side's
 //! bounds in `connect`), and a client that stops reading is cut after
-//! `--client-send-timeout` (`send_timeout`).
+//! `--client-send-timeout` (`send_timeout`), and one that sits idle is
+//! closed after `--header-read-timeout` (`idle`).
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,12 +17,14 @@ use http::HeaderValue;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use ipnet::IpNet;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
 use super::client_identity::PeerInfo;
 use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
+use super::idle::{ConnectionActivity, Idle};
 use super::send_timeout::{ClientCut, ClientSocket};
 
 /// What an HTTP/2 client may send on one stream before dockhand has passed
@@ -55,7 +59,9 @@ pub async fn serve(
 ) -> bool {
     let builder = connection_builder(&settings);
     let local_port = listener_port(&listener);
-    let graceful = GracefulShutdown::new();
+    // Every connection holds a receiver until it ends: sending asks them to
+    // finish, and the channel closes once the last one has.
+    let (draining, _) = watch::channel(());
     tokio::pin!(shutdown);
     loop {
         let (stream, address) = tokio::select! {
@@ -81,51 +87,81 @@ pub async fn serve(
         let state = state.clone();
         let cut = Arc::new(ClientCut::new(settings.client_send_timeout));
         let socket = ClientSocket::new(stream, cut.clone());
-        let asked = Arc::new(AtomicBool::new(false));
+        let activity = ConnectionActivity::new();
         let service = service_fn({
-            let asked = asked.clone();
+            let activity = activity.clone();
             move |request| {
-                asked.store(true, Ordering::Relaxed);
-                handle(state.clone(), peer.clone(), cut.clone(), request)
+                let active = activity.start_request();
+                let response = handle(state.clone(), peer.clone(), cut.clone(), request);
+                async move {
+                    let response = response.await?;
+                    Ok::<_, Infallible>(response.map(|body| body.counting(active)))
+                }
             }
         });
         let connection = builder
             .serve_connection_with_upgrades(TokioIo::new(socket), service)
             .into_owned();
-        let connection = graceful.watch(connection);
         tokio::spawn(drive(
             connection,
-            asked,
+            auto::UpgradeableConnection::graceful_shutdown,
+            activity,
             settings.header_read_timeout,
+            draining.subscribe(),
             address,
         ));
     }
     drop(listener);
     tracing::info!("shutting down: no new connections, waiting for requests in flight");
-    tokio::time::timeout(settings.shutdown_timeout, graceful.shutdown())
+    let _ = draining.send(());
+    tokio::time::timeout(settings.shutdown_timeout, draining.closed())
         .await
         .is_ok()
 }
 
-/// Runs one client connection to its end, or ends it if no request came
-/// within `header_read_timeout` of its start. hyper times each HTTP/1.1
+/// Runs one client connection to its end. It is ended at once if it asks
+/// nothing within `idle_timeout` of its start: hyper times each HTTP/1.1
 /// request head, but not the bytes that tell HTTP/1.1 from HTTP/2 before the
-/// first one, nor an HTTP/2 connection's first request: a client that sends
-/// nothing, or a preface byte by byte, would be kept for ever.
-async fn drive<E: std::fmt::Display>(
-    connection: impl Future<Output = Result<(), E>>,
-    asked: Arc<AtomicBool>,
-    header_read_timeout: Duration,
+/// first one, nor an HTTP/2 connection's first request, so a client that
+/// sends nothing, or a preface byte by byte, would be kept for ever. It is
+/// closed gracefully (`close`: HTTP/2's GOAWAY) when idle for `idle_timeout`
+/// after a request, or when the server drains.
+async fn drive<C, E>(
+    connection: C,
+    close: fn(Pin<&mut C>),
+    activity: Arc<ConnectionActivity>,
+    idle_timeout: Duration,
+    mut draining: watch::Receiver<()>,
     client: SocketAddr,
-) {
+) where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
     let mut connection = std::pin::pin!(connection);
-    let result = match tokio::time::timeout(header_read_timeout, &mut connection).await {
-        Ok(result) => result,
-        Err(_) if !asked.load(Ordering::Relaxed) => {
-            tracing::debug!(%client, "no request within --header-read-timeout");
-            return;
+    let mut closing = false;
+    let mut look_again = Instant::now() + idle_timeout;
+    let result = loop {
+        tokio::select! {
+            result = connection.as_mut() => break result,
+            _ = draining.changed(), if !closing => {
+                close(connection.as_mut());
+                closing = true;
+            }
+            () = tokio::time::sleep_until(look_again), if !closing => {
+                match activity.idle(idle_timeout, Instant::now()) {
+                    Idle::Until(next) => look_again = next,
+                    Idle::NeverAsked => {
+                        tracing::debug!(%client, "no request within --header-read-timeout");
+                        return;
+                    }
+                    Idle::SinceLastRequest => {
+                        tracing::debug!(%client, "idle for --header-read-timeout: closing");
+                        close(connection.as_mut());
+                        closing = true;
+                    }
+                }
+            }
         }
-        Err(_) => connection.await,
     };
     if let Err(error) = result {
         tracing::debug!(%error, %client, "client connection ended with an error");

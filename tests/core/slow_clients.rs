@@ -300,3 +300,62 @@ async fn a_thousand_trickling_clients_keep_no_one_else_from_being_served() {
         assert!(answer.is_empty(), "{}", String::from_utf8_lossy(&answer));
     }
 }
+
+/// A backend whose body comes in two halves `pause` apart.
+async fn pausing_backend(pause: Duration) -> Backend {
+    Backend::start(move |_request| async move {
+        let halves = futures_util::stream::iter([0, 1]).then(move |half| async move {
+            if half == 1 {
+                tokio::time::sleep(pause).await;
+            }
+            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(hyper::body::Frame::data(
+                bytes::Bytes::from_static(b"half;"),
+            ))
+        });
+        Response::new(http_body_util::BodyExt::boxed_unsync(
+            http_body_util::StreamBody::new(halves),
+        ))
+    })
+    .await
+}
+
+/// `--header-read-timeout` is also how long a client connection may sit
+/// idle between requests. hyper ends an idle HTTP/1.1 connection itself; an
+/// HTTP/2 connection with no stream is closed (GOAWAY) by dockhand, or a
+/// client could hold any number of them for ever. A response still being
+/// sent keeps its connection open, however long it takes.
+#[tokio::test]
+async fn idle_connections_are_closed_after_the_header_timeout_but_not_while_answering() {
+    let backend = pausing_backend(Duration::from_secs(3)).await;
+    let settings = dockhand::settings::Settings {
+        header_read_timeout: Duration::from_secs(1),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", backend.addr), settings).await;
+    let h2_request = || {
+        http::Request::builder()
+            .uri("http://example.com/")
+            .version(http::Version::HTTP_2)
+            .body(empty())
+            .unwrap()
+    };
+
+    // A response that takes three timeouts to send arrives whole on both protocols.
+    let mut h2 = h2_connection(proxy.addr).await;
+    let reply = read_reply(h2.send_request(h2_request()).await.unwrap()).await;
+    assert_eq!(reply.text(), "half;half;");
+    let mut http1 = http1_connection(proxy.addr).await;
+    let request = request("GET", "example.com", "/").body(empty()).unwrap();
+    let reply = read_reply(http1.send_request(request).await.unwrap()).await;
+    assert_eq!(reply.text(), "half;half;");
+
+    // Then both connections sit idle, and are closed.
+    eventually("the idle HTTP/2 connection is closed", || {
+        std::future::ready(h2.is_closed())
+    })
+    .await;
+    eventually("the idle HTTP/1.1 connection is closed", || {
+        std::future::ready(http1.is_closed())
+    })
+    .await;
+}
