@@ -9,6 +9,7 @@ mod causes;
 mod client_faults;
 mod forwarding;
 mod host_header;
+mod infra_faults;
 mod lifecycle;
 mod protocols;
 mod resolve;
