@@ -114,7 +114,8 @@ async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_va
     let before_invalid = load.counts();
     let truncated = one_route("a.test", second.addr);
     let truncated = &truncated[..truncated.len() / 2];
-    let bad_port = r#"{"host": {"a.test": {"location": {"/": {"upstream": {"127.0.0.1:99999": {}}}}}}}"#;
+    let bad_port =
+        r#"{"host": {"a.test": {"location": {"/": {"upstream": {"127.0.0.1:99999": {}}}}}}}"#;
     let mut diagnosed = 0;
     for invalid in [truncated, bad_port] {
         process.write_routes(invalid);
@@ -139,7 +140,9 @@ async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_va
     let while_invalid = load.counts();
     assert_eq!(while_invalid.answered_by("second"), 0);
     assert!(
-        process.stdout().contains(r#"upstream.\"127.0.0.1:99999\": port must be 1-65535"#),
+        process
+            .stdout()
+            .contains(r#"upstream.\"127.0.0.1:99999\": port must be 1-65535"#),
         "the diagnostic names the key: {}",
         process.stdout()
     );

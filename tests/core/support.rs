@@ -536,7 +536,10 @@ async fn try_get(addr: SocketAddr, host: &str) -> Result<Reply, String> {
             .map_err(|e| e.to_string())?;
         tokio::spawn(connection);
         let request = request("GET", host, "/").body(empty()).unwrap();
-        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
         let (parts, body) = response.into_parts();
         let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
         Ok(Reply {
