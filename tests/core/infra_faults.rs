@@ -110,14 +110,14 @@ async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_va
     load.wait_for_more(20).await;
 
     // Each invalid version in turn: cut short mid-write, and one that parses
-    // but names an impossible port (RoutesFile key path in the diagnostic).
+    // but names an impossible port (its key path in the diagnostic). Each is
+    // reported once, as an ERROR diagnostic saying what is served instead.
     let before_invalid = load.counts();
     let truncated = one_route("a.test", second.addr);
     let truncated = &truncated[..truncated.len() / 2];
     let bad_port =
         r#"{"host": {"a.test": {"location": {"/": {"upstream": {"127.0.0.1:99999": {}}}}}}}"#;
-    let mut diagnosed = 0;
-    for invalid in [truncated, bad_port] {
+    for (diagnosed, invalid) in [truncated, bad_port].into_iter().enumerate() {
         process.write_routes(invalid);
         eventually("the invalid version is reported", || async {
             let reported = process
@@ -134,7 +134,6 @@ async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_va
             reported > diagnosed
         })
         .await;
-        diagnosed += 1;
         load.wait_for_more(20).await;
     }
     let while_invalid = load.counts();
