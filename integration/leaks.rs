@@ -3,7 +3,7 @@
 //! dockhand's resident memory, threads and open descriptors (read from
 //! `/proc/<pid>`) come back, after the cycles, to the level they had after a
 //! warm-up, within the bounds stated below: a pool, connection, task's
-//! thread or descriptor kept per removed container would pass them.
+//! thread or descriptor kept per removed container would exceed them.
 //!
 //! `DOCKHAND_LEAK_CYCLES` sets the number of cycles (CI runs
 //! [`CI_CYCLES`]; `integration/leaks.sh` runs 1,000).
@@ -25,7 +25,7 @@ const FD_MARGIN: u64 = 16;
 /// to 10 s before they end).
 const THREAD_MARGIN: u64 = 8;
 /// Above the warm-up level: resident memory (allocator noise, not growth
-/// per cycle: 1,000 cycles leaking 16 KiB each would pass it).
+/// per cycle: 1,000 cycles leaking 16 KiB each would exceed it).
 const RSS_MARGIN_KIB: u64 = 16 * 1024;
 
 /// A process's resident memory, threads and open descriptors.
