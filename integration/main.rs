@@ -11,5 +11,6 @@ mod support;
 
 mod backend;
 mod engine;
+mod leaks;
 mod provider;
 mod routes_file;

@@ -12,7 +12,7 @@ use crate::support::*;
 
 /// Prints a measured figure and keeps it in `target/tmp/integration-figures.txt`,
 /// which `integration/run.sh` shows at the end (figures are reported, never asserted).
-fn record_figure(line: &str) {
+pub(crate) fn record_figure(line: &str) {
     use std::io::Write;
     eprintln!("figure: {line}");
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("integration-figures.txt");
@@ -106,6 +106,11 @@ impl RequestLoop {
         wait_until("more requests", || {
             (self.sent.load(Ordering::SeqCst) >= before + count).then_some(())
         });
+    }
+
+    /// How many were sent so far.
+    fn sent(&self) -> usize {
+        self.sent.load(Ordering::SeqCst)
     }
 
     /// Stops; how many were sent and the failures.
@@ -467,58 +472,66 @@ fn bad_labels_are_diagnosed_and_other_routes_keep_working() {
     );
 }
 
+/// Under a steady bounded load, the engine's restart loses no request, and
+/// the state converges after it: a container started later is routed, one
+/// removed later is dropped (the event stream was taken up again).
 #[test]
 fn routes_survive_a_docker_daemon_restart() {
     let run = TestRun::exclusive("daemon-restart");
     let network = run.network("net");
-    let host = run.host("web");
+    let (host, leaving_host) = (run.host("web"), run.host("leaving"));
     let web = routed_backend(&run, "web", &host, &network).run();
-    let dockhand = DockhandOnHost::start(&[]);
+    let leaving = routed_backend(&run, "leaving", &leaving_host, &network).run();
+    // A short grace, so the removed container's host is dropped soon.
+    let dockhand = DockhandOnHost::start(&["--upstream-wait", "1s"]);
     wait_for_200(dockhand.addr, &host, "/");
-    let restarting = Arc::new(AtomicBool::new(true));
-    let (flag, addr, loop_host) = (restarting.clone(), dockhand.addr, host.clone());
-    let client = std::thread::spawn(move || {
-        let mut outcomes = Vec::new();
-        // Bounded by the restart (at most 90 s) and by count.
-        while flag.load(Ordering::SeqCst) && outcomes.len() < 50_000 {
-            outcomes.push(
-                http_get(addr, &loop_host, "/")
-                    .map(|r| r.status)
-                    .map_err(|e| e.to_string()),
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        outcomes
-    });
+    wait_for_200(dockhand.addr, &leaving_host, "/");
+    let requests = RequestLoop::start(dockhand.addr, &host);
+    requests.wait_for_more(20);
+    let started = Instant::now();
     let restarted = run.restart_engine();
-    restarting.store(false, Ordering::SeqCst);
-    let outcomes = client.join().unwrap();
+    let restart_took = started.elapsed();
     if let Err(reason) = restarted {
+        requests.stop();
         // Only an engine the suite started may be restarted.
         assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{reason}");
         eprintln!("skipped the restart: {reason}");
         return;
     }
-    // Served while the daemon was away and after it came back.
-    let failed: Vec<_> = outcomes
-        .iter()
-        .filter(|outcome| !matches!(outcome, Ok(200)))
-        .collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {} requests failed during the restart: {failed:?}",
-        failed.len(),
-        outcomes.len()
-    );
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &host, "/")),
-        web.name
-    );
+    requests.wait_for_more(20);
+    let during_restart = requests.sent();
+
     let later_host = run.host("later");
     let later = routed_backend(&run, "later", &later_host, &network).run();
     assert_eq!(
         answered_by(&wait_for_200(dockhand.addr, &later_host, "/")),
         later.name
+    );
+    leaving.remove();
+    let dropped = wait_until_ok("the removed container's host to be dropped", || {
+        let response = http_get(dockhand.addr, &leaving_host, "/").map_err(|e| e.to_string())?;
+        match response.status {
+            404 => Ok(response),
+            status => Err(format!("{status} {}", response.text())),
+        }
+    });
+    assert_eq!(dropped.header("x-dockhand-error"), Some("no_host"));
+    requests.wait_for_more(20);
+    let (sent, failures) = requests.stop();
+    record_figure(&format!(
+        "Docker daemon restart ({restart_took:?}) under load: {during_restart} requests until \
+         it answered again, {sent} in all with a container started and one removed after it, \
+         {} failed",
+        failures.len()
+    ));
+    assert!(
+        failures.is_empty(),
+        "{} of {sent} requests failed across the restart: {failures:?}",
+        failures.len()
+    );
+    assert_eq!(
+        answered_by(&wait_for_200(dockhand.addr, &host, "/")),
+        web.name
     );
     assert!(
         dockhand.log().contains("lost Docker"),

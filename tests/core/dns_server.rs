@@ -4,7 +4,9 @@
 //! additional section), can be told to misbehave per name (NXDOMAIN,
 //! SERVFAIL, REFUSED, no reply at all), and counts the queries it received
 //! per name and type so tests can assert caching and single flight. It is no
-//! resolver: no recursion, no CNAMEs, no zones. It stops when dropped.
+//! resolver: no recursion, no CNAMEs, no zones. It can be taken down (its
+//! sockets closed, as when the server process is gone) and brought back on
+//! the same address with the records set meanwhile. It stops when dropped.
 //!
 //! ```ignore
 //! let dns = DnsServer::start().await;
@@ -91,17 +93,42 @@ impl DnsServer {
                 break (udp, tcp);
             }
         };
-        let address = udp.local_addr().unwrap();
-        let zone = Arc::new(Mutex::new(Zone::default()));
-        let tasks = vec![
-            tokio::spawn(serve_udp(udp, Arc::clone(&zone))),
-            tokio::spawn(serve_tcp(tcp, Arc::clone(&zone))),
+        let mut server = DnsServer {
+            zone: Arc::new(Mutex::new(Zone::default())),
+            address: udp.local_addr().unwrap(),
+            tasks: Vec::new(),
+        };
+        server.serve(udp, tcp);
+        server
+    }
+
+    fn serve(&mut self, udp: UdpSocket, tcp: TcpListener) {
+        self.tasks = vec![
+            tokio::spawn(serve_udp(udp, Arc::clone(&self.zone))),
+            tokio::spawn(serve_tcp(tcp, Arc::clone(&self.zone))),
         ];
-        DnsServer {
-            zone,
-            address,
-            tasks,
+    }
+
+    /// Down: its sockets and connections are closed, so queries meet a
+    /// closed port (records can still be set, for when it comes back).
+    pub async fn stop(&mut self) {
+        for task in self.tasks.drain(..) {
+            task.abort();
+            // Returns once the task, and the sockets it owns, are dropped.
+            let _ = task.await;
         }
+    }
+
+    /// Back on the same address, answering from the records set meanwhile.
+    pub async fn resume(&mut self) {
+        assert!(self.tasks.is_empty(), "resume after stop");
+        let udp = UdpSocket::bind(self.address)
+            .await
+            .expect("the DNS server's UDP port again");
+        let tcp = TcpListener::bind(self.address)
+            .await
+            .expect("the DNS server's TCP port again");
+        self.serve(udp, tcp);
     }
 
     pub fn address(&self) -> SocketAddr {
@@ -206,8 +233,12 @@ async fn serve_udp(socket: UdpSocket, zone: Arc<Mutex<Zone>>) {
 }
 
 async fn serve_tcp(listener: TcpListener, zone: Arc<Mutex<Zone>>) {
+    // Dropped with this task (a stop), the set aborts the connections.
+    let mut connections = tokio::task::JoinSet::new();
     while let Ok((stream, _)) = listener.accept().await {
-        tokio::spawn(serve_tcp_connection(stream, Arc::clone(&zone)));
+        connections.spawn(serve_tcp_connection(stream, Arc::clone(&zone)));
+        // Ended connections are reaped as new ones come.
+        while connections.try_join_next().is_some() {}
     }
 }
 

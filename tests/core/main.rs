@@ -12,6 +12,7 @@ mod forwarding;
 mod host_header;
 mod hostile_http1;
 mod hostile_http2;
+mod infra_faults;
 mod lifecycle;
 mod load;
 mod protocols;

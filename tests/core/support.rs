@@ -99,7 +99,19 @@ impl Backend {
     /// Answers every request with what it received: `x-backend: <name>` and a
     /// JSON body of method, URI, version and headers.
     pub async fn echo(name: &'static str) -> Backend {
-        Backend::start(move |request: Request<Incoming>| async move {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Backend::echo_on(listener, name)
+    }
+
+    /// As [`Backend::echo`], on `address` (another loopback address, a port
+    /// another backend uses elsewhere: where a name may point).
+    pub async fn echo_at(address: SocketAddr, name: &'static str) -> Backend {
+        let listener = TcpListener::bind(address).await.unwrap();
+        Backend::echo_on(listener, name)
+    }
+
+    fn echo_on(listener: TcpListener, name: &'static str) -> Backend {
+        Backend::serve(listener, move |request: Request<Incoming>| async move {
             let headers: serde_json::Map<String, serde_json::Value> = request
                 .headers()
                 .iter()
@@ -117,7 +129,6 @@ impl Backend {
                 .body(full(body.to_string()))
                 .unwrap()
         })
-        .await
     }
 
     pub fn connection_count(&self) -> usize {
@@ -371,6 +382,13 @@ pub fn one_route(host: &str, upstream: SocketAddr) -> String {
         .to_string()
 }
 
+/// Replaces `path` at once with `contents` (write then rename, as editors do).
+pub fn replace_file(path: &std::path::Path, contents: &str) {
+    let staging = path.with_extension("tmp");
+    std::fs::write(&staging, contents).unwrap();
+    std::fs::rename(&staging, path).unwrap();
+}
+
 /// dockhand's `run` in this process, with its routes file in a temporary folder.
 pub struct Proxy {
     pub addr: SocketAddr,
@@ -444,9 +462,7 @@ impl Proxy {
 
     /// Replaces the routes file at once (write then rename, as editors do).
     pub fn write_routes(&self, routes: &str) {
-        let staging = self.routes_path.with_extension("tmp");
-        std::fs::write(&staging, routes).unwrap();
-        std::fs::rename(&staging, &self.routes_path).unwrap();
+        replace_file(&self.routes_path, routes);
     }
 
     /// Sends this process SIGHUP, as an operator would the binary: every
@@ -564,18 +580,148 @@ pub fn request(method: &str, host: &str, path: &str) -> http::request::Builder {
 }
 
 /// Polls `check` until it holds, for at most 10 s; it waits for a state, it times nothing.
-pub async fn eventually<F, Fut>(what: &str, mut check: F)
+pub async fn eventually<F, Fut>(what: &str, check: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    for _ in 0..500 {
+    eventually_within(Duration::from_secs(10), what, check).await;
+}
+
+/// As [`eventually`], for at most `limit` (for states that follow a timer of
+/// dockhand's own, such as a name's refresh).
+pub async fn eventually_within<F, Fut>(limit: Duration, what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
         if check().await {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("never happened: {what}");
+    panic!("never happened within {limit:?}: {what}");
+}
+
+/// What a [`RequestLoop`] saw: answers counted by the `x-backend` that gave
+/// them, and every failure (no answer, or a status other than 2xx).
+#[derive(Debug, Default, Clone)]
+pub struct LoadCounts {
+    pub sent: usize,
+    pub answered_by: std::collections::BTreeMap<String, usize>,
+    pub failures: Vec<String>,
+}
+
+impl LoadCounts {
+    pub fn answered_by(&self, backend: &str) -> usize {
+        self.answered_by.get(backend).copied().unwrap_or(0)
+    }
+}
+
+/// A steady bounded load: `GET /` for one host, one request after another,
+/// each on a new connection, from a task of its own until stopped, and at
+/// most 20,000 requests or 60 s.
+pub struct RequestLoop {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    counts: Arc<Mutex<LoadCounts>>,
+    task: JoinHandle<()>,
+}
+
+impl RequestLoop {
+    pub fn start(addr: SocketAddr, host: &str) -> RequestLoop {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let counts = Arc::new(Mutex::new(LoadCounts::default()));
+        let (stopped, counted, host) = (stop.clone(), counts.clone(), host.to_owned());
+        let task = tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            while !stopped.load(Ordering::SeqCst)
+                && counted.lock().unwrap().sent < 20_000
+                && started.elapsed() < Duration::from_secs(60)
+            {
+                let outcome = try_get(addr, &host).await;
+                let mut counts = counted.lock().unwrap();
+                counts.sent += 1;
+                match outcome {
+                    Ok(reply) if reply.status.is_success() => {
+                        let backend = reply.header("x-backend").to_owned();
+                        *counts.answered_by.entry(backend).or_default() += 1;
+                    }
+                    Ok(reply) => counts
+                        .failures
+                        .push(format!("{} {}", reply.status, reply.text())),
+                    Err(error) => counts.failures.push(error),
+                }
+            }
+        });
+        RequestLoop { stop, counts, task }
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> LoadCounts {
+        self.counts.lock().unwrap().clone()
+    }
+
+    /// Waits until `count` more requests have been answered (or failed).
+    pub async fn wait_for_more(&self, count: usize) {
+        let target = self.counts().sent + count;
+        eventually(&format!("{count} more requests"), || {
+            std::future::ready(self.counts().sent >= target)
+        })
+        .await;
+    }
+
+    /// Stops and returns the counts.
+    pub async fn stop(self) -> LoadCounts {
+        self.stop.store(true, Ordering::SeqCst);
+        let counts = self.counts.clone();
+        self.task.await.unwrap();
+        let counts = counts.lock().unwrap().clone();
+        counts
+    }
+}
+
+/// `GET /` for `host` on a new connection, any failure as text (10 s limit).
+async fn try_get(addr: SocketAddr, host: &str) -> Result<Reply, String> {
+    let exchange = async {
+        let stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(connection);
+        let request = request("GET", host, "/").body(empty()).unwrap();
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (parts, body) = response.into_parts();
+        let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+        Ok(Reply {
+            status: parts.status,
+            headers: parts.headers,
+            body,
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(10), exchange)
+        .await
+        .unwrap_or_else(|_| Err("no answer within 10 s".to_owned()))
+}
+
+/// Prints a measured figure (`figure: ...`) and appends it to
+/// `core-figures.txt` in the tests' temporary folder: figures are reported,
+/// never asserted.
+pub fn record_figure(line: &str) {
+    use std::io::Write;
+    eprintln!("figure: {line}");
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("core-figures.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
 }
 
 /// The dockhand binary, run as a user would, with its stdout captured.
@@ -665,6 +811,11 @@ impl ProxyProcess {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    /// Replaces its routes file at once.
+    pub fn write_routes(&self, routes: &str) {
+        replace_file(&self.routes_path(), routes);
     }
 
     pub fn stdout(&self) -> String {
