@@ -27,6 +27,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
+# The project's lock file pins what is fuzzed, so the two never drift apart;
+# cargo adds what only fuzzing needs (libfuzzer-sys) to the copy.
+cp ../Cargo.lock Cargo.lock
 flags=(--sanitizer none --release --debug-assertions)
 cargo +nightly fuzz build "${flags[@]}"
 
