@@ -396,7 +396,8 @@ fn read_srv_resolution(
             .and_then(|(text, path)| report(values::tls_server_name(text), &path, problems))
             .unwrap_or_default(),
     };
-    for (key, reason) in values::srv_resolution_problems(&srv, has_sni) {
+    let min_ttl_written = resolution.map.contains_key("min_ttl");
+    for (key, reason) in values::srv_resolution_problems(&srv, has_sni, min_ttl_written) {
         problems.report(&resolution.path.field(key), reason);
     }
     Some(srv)
@@ -526,6 +527,19 @@ mod tests {
         // The default max_ttl is 60s.
         let defaulted = r#"{ "resolution": { "mode": "srv", "min_ttl": "2m" } }"#;
         assert_eq!(problems("_a._tcp.internal", defaulted), expected);
+    }
+
+    /// Found by fuzzing: the problem named `min_ttl`, which the file does
+    /// not have, when only `max_ttl` was written (below the default min_ttl).
+    #[test]
+    fn a_max_ttl_below_the_default_min_ttl_is_refused_at_max_ttl() {
+        let written = r#"{ "resolution": { "mode": "srv", "max_ttl": "2s" } }"#;
+        assert_eq!(
+            problems("_a._tcp.internal", written),
+            [format!(
+                r#"{PATH}."_a._tcp.internal".resolution.max_ttl: max_ttl is shorter than min_ttl (5s unless set)"#
+            )]
+        );
     }
 
     #[test]

@@ -339,19 +339,32 @@ pub fn resolver(text: &str) -> Result<DnsServer, String> {
 }
 
 /// Rules that span an SRV resolution's keys, each broken one returned with
-/// the key it is reported on. `has_sni`: the upstream sets a fixed `sni`.
+/// the key it is reported on, which is always one that was written.
+/// `has_sni`: the upstream sets a fixed `sni`; `min_ttl_written`: `min_ttl`
+/// was written rather than defaulted.
 pub fn srv_resolution_problems(
     resolution: &SrvResolution,
     has_sni: bool,
-) -> Vec<(&'static str, &'static str)> {
+    min_ttl_written: bool,
+) -> Vec<(&'static str, String)> {
     let mut problems = Vec::new();
     if resolution.min_ttl > resolution.max_ttl {
-        problems.push(("min_ttl", "min_ttl is longer than max_ttl"));
+        problems.push(match min_ttl_written {
+            true => ("min_ttl", "min_ttl is longer than max_ttl".to_owned()),
+            // The default min_ttl is longer than the max_ttl written.
+            false => (
+                "max_ttl",
+                format!(
+                    "max_ttl is shorter than min_ttl ({} unless set)",
+                    humantime::format_duration(DEFAULT_MIN_TTL)
+                ),
+            ),
+        });
     }
     if resolution.tls_server_name == TlsServerName::Target && has_sni {
         problems.push((
             "tls_server_name",
-            "\"target\" can't be combined with a fixed sni",
+            "\"target\" can't be combined with a fixed sni".to_owned(),
         ));
     }
     problems

@@ -22,6 +22,9 @@ mod port;
 mod route;
 
 pub use facts::{ContainerFacts, Health, ProxyFacts};
+/// The keys a route may carry: the fuzz target checks that every diagnostic
+/// names a label a container carries or could carry.
+pub use keys::ROUTE_KEYS;
 
 use std::net::SocketAddr;
 

@@ -248,9 +248,10 @@ fn read_srv_resolution(reader: &mut Reader<'_, '_>) -> Option<SrvResolution> {
             .unwrap_or_default(),
     };
     let has_sni = reader.raw("sni").is_some();
-    let problems = values::srv_resolution_problems(&resolution, has_sni);
+    let min_ttl_written = reader.raw("resolution.min_ttl").is_some();
+    let problems = values::srv_resolution_problems(&resolution, has_sni, min_ttl_written);
     for (key, reason) in &problems {
-        reader.refuse(&format!("resolution.{key}"), *reason);
+        reader.refuse(&format!("resolution.{key}"), reason.as_str());
     }
     problems.is_empty().then_some(resolution)
 }
