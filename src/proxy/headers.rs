@@ -72,14 +72,16 @@ mod tests {
             ("keep-alive", "timeout=5"),
             ("proxy-connection", "keep-alive"),
             ("te", "gzip"),
-            ("trailer", "x-checksum"),
             ("transfer-encoding", "chunked"),
             ("upgrade", "websocket"),
             ("http2-settings", "AAMAAABkAAQCAAAAAAIAAAAA"),
             ("x-kept", "yes"),
+            // End-to-end (RFC 9110 §6.6.2): it names the trailers to send.
+            ("trailer", "x-checksum"),
         ]);
         remove_hop_by_hop(&mut map);
-        assert_eq!(map.len(), 1, "{map:?}");
+        assert_eq!(map.len(), 2, "{map:?}");
         assert_eq!(map["x-kept"], "yes");
+        assert_eq!(map["trailer"], "x-checksum");
     }
 }
