@@ -454,7 +454,8 @@ mod tests {
             started: Instant::now(),
             unhealthy_for: Duration::from_millis(300),
         });
-        let server = tokio::spawn(serve(listener, state));
+        let (_stop, stopping) = watch::channel(false);
+        let server = tokio::spawn(serve(listener, state, stopping));
         let probe_path = |path: &'static str| {
             tokio::task::spawn_blocking(move || {
                 probe(&format!("http://{addr}{path}"), Duration::from_secs(2))
