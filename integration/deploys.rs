@@ -26,6 +26,15 @@ fn assert_none_lost(what: &str, outcomes: &[Outcome]) {
     assert!(failed.is_empty(), "{what}: failed requests: {failed:?}");
 }
 
+/// The deploy that began at `started` is over: `requests` run on a little,
+/// then none of them may have failed.
+#[track_caller]
+fn deploy_over(requests: RequestLoop, started: Instant, what: &str) {
+    let took = started.elapsed();
+    requests.wait_for_more(50);
+    assert_none_lost(&format!("{what} ({took:?})"), &requests.finish());
+}
+
 /// Waits until `count` answers in a row come from `names` only.
 #[track_caller]
 fn wait_until_served_by<S: AsRef<str> + std::fmt::Debug>(
@@ -66,13 +75,7 @@ fn two_replicas_recreated_one_after_the_other_lose_no_request() {
     old2.remove();
     let new2 = replica("new2");
     wait_until_served_by(&dockhand, &host, &[&new1.name, &new2.name], 4);
-    let took = started.elapsed();
-    requests.wait_for_more(50);
-    let outcomes = requests.finish();
-    assert_none_lost(
-        &format!("two replicas recreated in turn ({took:?})"),
-        &outcomes,
-    );
+    deploy_over(requests, started, "two replicas recreated in turn");
 }
 
 #[test]
@@ -169,12 +172,10 @@ fn compose_up_with_a_new_image_loses_no_request() {
         "{before:?} -> {after:?}"
     );
     wait_until_served_by(&dockhand, &host, &after, 4);
-    let took = started.elapsed();
-    requests.wait_for_more(50);
-    let outcomes = requests.finish();
-    assert_none_lost(
-        &format!("docker-compose up -d with a new image, 2 replicas ({took:?})"),
-        &outcomes,
+    deploy_over(
+        requests,
+        started,
+        "docker-compose up -d with a new image, 2 replicas",
     );
 }
 

@@ -398,10 +398,7 @@ fn routes_survive_a_docker_daemon_restart() {
 
     let later_host = run.host("later");
     let later = routed_backend(&run, "later", &later_host, &network).run();
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &later_host, "/")),
-        later.name
-    );
+    assert_answered_by(dockhand.addr, &later_host, &later);
     leaving.remove();
     let dropped = wait_until_ok("the removed container's host to be dropped", || {
         let response = http_get(dockhand.addr, &leaving_host, "/").map_err(|e| e.to_string())?;
@@ -424,10 +421,7 @@ fn routes_survive_a_docker_daemon_restart() {
         "{} of {sent} requests failed across the restart: {failures:?}",
         failures.len()
     );
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &host, "/")),
-        web.name
-    );
+    assert_answered_by(dockhand.addr, &host, &web);
     assert!(
         dockhand.log().contains("lost Docker"),
         "the loss was noticed"

@@ -57,18 +57,12 @@ fn dockhand_follows_docker_through_a_socket_proxy_that_allows_only_get() {
     let web = routed_backend(&run, "web", &host, &network).run();
     let docker_host = format!("tcp://{proxy_addr}");
     let dockhand = DockhandOnHost::start(&["--docker-host", &docker_host]);
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &host, "/")),
-        web.name
-    );
+    assert_answered_by(dockhand.addr, &host, &web);
     // Started after dockhand listed the containers: only the event stream
     // tells of it (the next full re-list is a minute away).
     let later_host = run.host("later");
     let later = routed_backend(&run, "later", &later_host, &network).run();
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &later_host, "/")),
-        later.name
-    );
+    assert_answered_by(dockhand.addr, &later_host, &later);
 
     // nginx logs a request when it ends: the event stream, once dockhand stops.
     drop(dockhand);

@@ -1118,6 +1118,12 @@ pub fn answered_by(response: &HttpResponse) -> String {
         .to_owned()
 }
 
+/// Waits until `container` answers `host` through dockhand at `addr`.
+#[track_caller]
+pub fn assert_answered_by(addr: SocketAddr, host: &str, container: &Container) {
+    assert_eq!(answered_by(&wait_for_200(addr, host, "/")), container.name);
+}
+
 /// GETs until one answers 200; the answer.
 #[track_caller]
 pub fn wait_for_200(addr: SocketAddr, host: &str, path: &str) -> HttpResponse {

@@ -134,9 +134,7 @@ impl EndpointRegistry {
         transport: &Transport,
         address: SocketAddr,
     ) -> Option<CancellationToken> {
-        lock(&self.leases)
-            .get(&(transport.clone(), address))
-            .and_then(Weak::upgrade)
+        self.held_lease(transport, address)
             .map(|lease| lease.retirement())
     }
 
@@ -147,10 +145,15 @@ impl EndpointRegistry {
         transport: &Transport,
         address: SocketAddr,
     ) -> Option<CancellationToken> {
+        self.held_lease(transport, address)
+            .map(|lease| lease.departure())
+    }
+
+    /// The lease of `address`, while a table or a request holds it.
+    fn held_lease(&self, transport: &Transport, address: SocketAddr) -> Option<Arc<AddressLease>> {
         lock(&self.leases)
             .get(&(transport.clone(), address))
             .and_then(Weak::upgrade)
-            .map(|lease| lease.departure())
     }
 
     /// The table built last is now the one requests use: every address it
