@@ -5,8 +5,12 @@
 #   dockhand:test               /dockhand,    ENTRYPOINT ["/dockhand"]
 #   dockhand-testbackend:test   /testbackend, ENTRYPOINT ["/testbackend"], a
 #                               HEALTHCHECK on /healthz every second
+#   dockhand-socketproxy:test   Debian's nginx (nginx-light), the libraries
+#                               `ldd` lists and integration/socket-proxy/nginx.conf:
+#                               a read-only Docker API on port 2375
 #
-# Both are `FROM scratch` with the binary alone in the build context. Re-running
+# All are `FROM scratch` with the binary alone in the build context (and
+# nginx's libraries and configuration). Re-running
 # with nothing changed takes seconds: cargo has nothing to do and the engine's
 # layer cache matches the binaries' contents.
 set -euo pipefail
@@ -68,4 +72,36 @@ HEALTHCHECK --interval=1s --timeout=3s --retries=2 \
     CMD ["/testbackend", "probe", "http://127.0.0.1:8080/healthz"]
 ENTRYPOINT ["/testbackend"]'
 
-say "ready: dockhand:test, dockhand-testbackend:test"
+# The socket proxy: nginx as this machine has it, with what it loads.
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+if [ ! -x "$nginx" ]; then
+    say "no nginx: install nginx-light (the socket proxy image is built from it)"
+    exit 1
+fi
+context="$contexts/socket-proxy"
+rm -rf "$context"
+mkdir -p "$context/root/etc/nginx" "$context/root/tmp" "$context/root/var/log/nginx" \
+    "$context/root/var/lib/nginx"
+cp --parents "$nginx" "$context/root"
+for lib in $(ldd "$nginx" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// { print $1 }'); do
+    cp --parents --dereference "$lib" "$context/root"
+done
+cp integration/socket-proxy/nginx.conf "$context/root/etc/nginx/nginx.conf"
+# `user root;` is looked up by name.
+printf 'root:x:0:0:root:/:/nonexistent\n' >"$context/root/etc/passwd"
+printf 'root:x:0:\n' >"$context/root/etc/group"
+chmod 1777 "$context/root/tmp"
+cat >"$context/Dockerfile" <<DOCKERFILE
+FROM scratch
+COPY root/ /
+EXPOSE 2375
+ENTRYPOINT ["$nginx", "-e", "stderr", "-c", "/etc/nginx/nginx.conf", "-g", "daemon off;"]
+DOCKERFILE
+say "docker build dockhand-socketproxy:test"
+if ! DOCKER_BUILDKIT=0 docker build --quiet --tag dockhand-socketproxy:test "$context" >"$context.log" 2>&1; then
+    cat "$context.log" >&2
+    say "building dockhand-socketproxy:test failed"
+    exit 1
+fi
+
+say "ready: dockhand:test, dockhand-testbackend:test, dockhand-socketproxy:test"

@@ -10,7 +10,6 @@
 
 use std::time::{Duration, Instant};
 
-use crate::provider::record_figure;
 use crate::support::*;
 
 /// Cycles before the reference level is taken: pools, caches and the

@@ -10,7 +10,9 @@
 mod support;
 
 mod backend;
+mod deploys;
 mod engine;
 mod leaks;
 mod provider;
 mod routes_file;
+mod socket_proxy;

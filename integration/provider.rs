@@ -4,59 +4,9 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
-
-/// Prints a measured figure and keeps it in `target/tmp/integration-figures.txt`,
-/// which `integration/run.sh` shows at the end (figures are reported, never asserted).
-pub(crate) fn record_figure(line: &str) {
-    use std::io::Write;
-    eprintln!("figure: {line}");
-    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("integration-figures.txt");
-    if let Ok(mut file) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = writeln!(file, "{line}");
-    }
-}
-
-/// GETs until one answers 200; the answer.
-#[track_caller]
-fn wait_for_200(addr: SocketAddr, host: &str, path: &str) -> HttpResponse {
-    wait_until_ok(&format!("200 from {host}{path}"), || {
-        let response = http_get(addr, host, path).map_err(|e| e.to_string())?;
-        if response.status == 200 {
-            Ok(response)
-        } else {
-            Err(format!("{} {}", response.status, response.text()))
-        }
-    })
-}
-
-/// A test backend routed for `host`, on `network`.
-fn routed_backend<'r>(
-    run: &'r TestRun,
-    name: &str,
-    host: &str,
-    network: &Network,
-) -> ContainerSpec<'r> {
-    run.backend(name)
-        .label("dockhand.host", host)
-        .network(network)
-}
-
-/// The container that answered (the backend answers with its hostname).
-fn answered_by(response: &HttpResponse) -> String {
-    response.json()["hostname"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
-}
 
 /// The access-log events dockhand printed for `host`.
 fn access_events(log: &str, host: &str) -> Vec<serde_json::Value> {
@@ -64,61 +14,6 @@ fn access_events(log: &str, host: &str) -> Vec<serde_json::Value> {
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
         .filter(|event| event["target"] == "dockhand::access" && event["host"] == host)
         .collect()
-}
-
-/// GETs sent one after another from a thread of their own, until stopped:
-/// at most 20,000 requests or 60 s.
-struct RequestLoop {
-    stop: Arc<AtomicBool>,
-    sent: Arc<AtomicUsize>,
-    client: std::thread::JoinHandle<Vec<String>>,
-}
-
-impl RequestLoop {
-    fn start(addr: SocketAddr, host: &str) -> RequestLoop {
-        let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicUsize::new(0));
-        let (stop_flag, sent_count, host) = (stop.clone(), sent.clone(), host.to_owned());
-        let client = std::thread::spawn(move || {
-            let mut failures = Vec::new();
-            let started = Instant::now();
-            while !stop_flag.load(Ordering::SeqCst)
-                && sent_count.load(Ordering::SeqCst) < 20_000
-                && started.elapsed() < Duration::from_secs(60)
-            {
-                match http_get(addr, &host, "/") {
-                    Ok(response) if response.status == 200 => {}
-                    Ok(response) => {
-                        failures.push(format!("{} {}", response.status, response.text()))
-                    }
-                    Err(error) => failures.push(error.to_string()),
-                }
-                sent_count.fetch_add(1, Ordering::SeqCst);
-            }
-            failures
-        });
-        RequestLoop { stop, sent, client }
-    }
-
-    /// Waits until `count` more requests have been answered.
-    fn wait_for_more(&self, count: usize) {
-        let before = self.sent.load(Ordering::SeqCst);
-        wait_until("more requests", || {
-            (self.sent.load(Ordering::SeqCst) >= before + count).then_some(())
-        });
-    }
-
-    /// How many were sent so far.
-    fn sent(&self) -> usize {
-        self.sent.load(Ordering::SeqCst)
-    }
-
-    /// Stops; how many were sent and the failures.
-    fn stop(self) -> (usize, Vec<String>) {
-        self.stop.store(true, Ordering::SeqCst);
-        let failures = self.client.join().unwrap();
-        (self.sent.load(Ordering::SeqCst), failures)
-    }
 }
 
 #[test]
@@ -503,10 +398,7 @@ fn routes_survive_a_docker_daemon_restart() {
 
     let later_host = run.host("later");
     let later = routed_backend(&run, "later", &later_host, &network).run();
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &later_host, "/")),
-        later.name
-    );
+    assert_answered_by(dockhand.addr, &later_host, &later);
     leaving.remove();
     let dropped = wait_until_ok("the removed container's host to be dropped", || {
         let response = http_get(dockhand.addr, &leaving_host, "/").map_err(|e| e.to_string())?;
@@ -529,10 +421,7 @@ fn routes_survive_a_docker_daemon_restart() {
         "{} of {sent} requests failed across the restart: {failures:?}",
         failures.len()
     );
-    assert_eq!(
-        answered_by(&wait_for_200(dockhand.addr, &host, "/")),
-        web.name
-    );
+    assert_answered_by(dockhand.addr, &host, &web);
     assert!(
         dockhand.log().contains("lost Docker"),
         "the loss was noticed"

@@ -22,8 +22,8 @@ use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Once, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use tokio_tungstenite::tungstenite;
@@ -313,7 +313,13 @@ impl TestRun {
 
     /// A bridge network named `<run id>-<name>`, removed when dropped.
     pub fn network(&self, name: &str) -> Network {
-        create_network(self, name)
+        create_network(self, name, &[])
+    }
+
+    /// As [`TestRun::network`] with `docker network create` options
+    /// (`--subnet`, `--ip-range`).
+    pub fn network_with(&self, name: &str, options: &[&str]) -> Network {
+        create_network(self, name, options)
     }
 
     /// A container to configure, then [`ContainerSpec::run`].
@@ -473,6 +479,23 @@ impl ComposeProject {
         }
     }
 
+    /// `up -d` again with `env` changed (a new image: a deploy).
+    pub fn up_with(&mut self, env: &[(&str, &str)]) -> Result<String, String> {
+        for (key, value) in env {
+            self.env.retain(|(k, _)| k != key);
+            self.env.push((key.to_string(), value.to_string()));
+        }
+        self.run(&["up", "-d", "--no-build"])
+    }
+
+    /// The ids of `service`'s containers.
+    pub fn container_ids(&self, service: &str) -> Vec<String> {
+        match self.run(&["ps", "-q", service]) {
+            Ok(ids) => ids.lines().map(str::to_owned).collect(),
+            Err(error) => panic!("{error}"),
+        }
+    }
+
     /// The name compose v1 gave replica `index` (from 1) of `service`.
     pub fn container_name(&self, service: &str, index: u32) -> String {
         format!("{}_{service}_{index}", self.project)
@@ -498,11 +521,12 @@ pub struct Network {
     pub name: String,
 }
 
-/// `docker network create <run id>-<name>` with the run's labels.
-pub fn create_network(run: &TestRun, name: &str) -> Network {
+/// `docker network create OPTIONS <run id>-<name>` with the run's labels.
+pub fn create_network(run: &TestRun, name: &str, options: &[&str]) -> Network {
     let name = run.name(name);
     let mut args = vec!["network".to_string(), "create".to_string()];
     args.extend(run.labels());
+    args.extend(options.iter().map(|option| option.to_string()));
     args.push(name.clone());
     docker(&args);
     Network { name }
@@ -1068,5 +1092,173 @@ impl DockhandInContainer {
             let log = self.log();
             log.contains(needle).then_some(log)
         })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Routed backends, load and figures
+
+/// A test backend routed for `host`, on `network`.
+pub fn routed_backend<'r>(
+    run: &'r TestRun,
+    name: &str,
+    host: &str,
+    network: &Network,
+) -> ContainerSpec<'r> {
+    run.backend(name)
+        .label("dockhand.host", host)
+        .network(network)
+}
+
+/// The container that answered (the backend answers with its hostname).
+pub fn answered_by(response: &HttpResponse) -> String {
+    response.json()["hostname"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Waits until `container` answers `host` through dockhand at `addr`.
+#[track_caller]
+pub fn assert_answered_by(addr: SocketAddr, host: &str, container: &Container) {
+    assert_eq!(answered_by(&wait_for_200(addr, host, "/")), container.name);
+}
+
+/// GETs until one answers 200; the answer.
+#[track_caller]
+pub fn wait_for_200(addr: SocketAddr, host: &str, path: &str) -> HttpResponse {
+    wait_until_ok(&format!("200 from {host}{path}"), || {
+        let response = http_get(addr, host, path).map_err(|e| e.to_string())?;
+        if response.status == 200 {
+            Ok(response)
+        } else {
+            Err(format!("{} {}", response.status, response.text()))
+        }
+    })
+}
+
+/// Prints a measured figure and keeps it in `target/tmp/integration-figures.txt`,
+/// which `integration/run.sh` shows at the end (figures are reported, never asserted).
+pub fn record_figure(line: &str) {
+    eprintln!("figure: {line}");
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("integration-figures.txt");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
+
+/// One request of a [`RequestLoop`]: its status (`None` when it got no
+/// answer), who answered, and how long it took.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: Option<u16>,
+    /// The answering backend's hostname, or the error, or the body of a non-200.
+    pub detail: String,
+    pub took: Duration,
+}
+
+impl Outcome {
+    pub fn failed(&self) -> bool {
+        self.status != Some(200)
+    }
+}
+
+/// GETs of `path` sent by `workers` threads, each one after another, until
+/// stopped: at most 20,000 requests in all, and 60 s.
+pub struct RequestLoop {
+    stop: Arc<AtomicBool>,
+    answered: Arc<AtomicUsize>,
+    workers: Vec<std::thread::JoinHandle<Vec<Outcome>>>,
+}
+
+impl RequestLoop {
+    /// One thread sending `GET /`.
+    pub fn start(addr: SocketAddr, host: &str) -> RequestLoop {
+        RequestLoop::with_workers(addr, host, "/", 1)
+    }
+
+    pub fn with_workers(addr: SocketAddr, host: &str, path: &str, workers: usize) -> RequestLoop {
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = Arc::new(AtomicUsize::new(0));
+        let answered = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let workers = (0..workers)
+            .map(|_| {
+                let (stop, sent, answered) = (stop.clone(), sent.clone(), answered.clone());
+                let (host, path) = (host.to_owned(), path.to_owned());
+                std::thread::spawn(move || {
+                    let mut outcomes = Vec::new();
+                    while !stop.load(Ordering::SeqCst)
+                        && sent.fetch_add(1, Ordering::SeqCst) < 20_000
+                        && started.elapsed() < Duration::from_secs(60)
+                    {
+                        let sent_at = Instant::now();
+                        let answer = http_get(addr, &host, &path);
+                        let took = sent_at.elapsed();
+                        outcomes.push(match answer {
+                            Ok(response) if response.status == 200 => Outcome {
+                                status: Some(200),
+                                detail: answered_by(&response),
+                                took,
+                            },
+                            Ok(response) => Outcome {
+                                status: Some(response.status),
+                                detail: response.text(),
+                                took,
+                            },
+                            Err(error) => Outcome {
+                                status: None,
+                                detail: error.to_string(),
+                                took,
+                            },
+                        });
+                        answered.fetch_add(1, Ordering::SeqCst);
+                    }
+                    outcomes
+                })
+            })
+            .collect();
+        RequestLoop {
+            stop,
+            answered,
+            workers,
+        }
+    }
+
+    /// Waits until `count` more requests have been answered (or failed).
+    pub fn wait_for_more(&self, count: usize) {
+        let before = self.answered.load(Ordering::SeqCst);
+        wait_until("more requests", || {
+            (self.answered.load(Ordering::SeqCst) >= before + count).then_some(())
+        });
+    }
+
+    /// How many were answered (or failed) so far.
+    pub fn sent(&self) -> usize {
+        self.answered.load(Ordering::SeqCst)
+    }
+
+    /// Stops; every request's outcome.
+    pub fn finish(self) -> Vec<Outcome> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.workers
+            .into_iter()
+            .flat_map(|worker| worker.join().unwrap())
+            .collect()
+    }
+
+    /// Stops; how many were sent and the failures.
+    pub fn stop(self) -> (usize, Vec<String>) {
+        let outcomes = self.finish();
+        let failures = outcomes
+            .iter()
+            .filter(|outcome| outcome.failed())
+            .map(|outcome| format!("{:?} {}", outcome.status, outcome.detail))
+            .collect();
+        (outcomes.len(), failures)
     }
 }

@@ -1,7 +1,8 @@
 //! Opening one upstream connection: TCP with `TCP_NODELAY` to an address or
 //! to a target of an SRV answer, then the TLS handshake when the transport
 //! has one, all within `--connect-timeout`, failing with a typed
-//! `ConnectError`. The connection holds its address's retirement signal.
+//! `ConnectError`. An attempt is abandoned when its address departs (leaves
+//! the route table); the connection holds its address's retirement signal.
 
 use std::future::Future;
 use std::io;
@@ -73,14 +74,43 @@ impl tower_service::Service<Uri> for Connector {
 }
 
 impl Connector {
+    /// Opens a connection, abandoned as soon as its address departs (see
+    /// `EndpointRegistry::departure`): nothing has been sent on it yet, so
+    /// the request can go where the location's upstreams are now.
     async fn connect(&self, uri: &Uri) -> Result<UpstreamConnection, ConnectError> {
+        let address = match &self.key.destination {
+            Some(Destination::Address(address)) => Some(*address),
+            // An SRV target's address is known once it is dialed.
+            Some(Destination::Srv { .. }) => None,
+            // The shared pool's URIs carry the IP address and port we wrote.
+            None => Some(
+                uri.authority()
+                    .and_then(|authority| authority.as_str().parse().ok())
+                    .ok_or(ConnectError::NoAddress)?,
+            ),
+        };
+        let departure = address.and_then(|address| {
+            self.dialing
+                .registry
+                .departure(&self.key.transport, address)
+        });
+        let Some(departure) = departure else {
+            return self.open(address).await;
+        };
+        tokio::select! {
+            // Also when both are ready: the connection may be to a newcomer.
+            biased;
+            () = departure.cancelled() => Err(ConnectError::Departed),
+            opened = self.open(address) => opened,
+        }
+    }
+
+    /// `address`: where to connect, unless the pool's destination is an SRV owner.
+    async fn open(&self, address: Option<SocketAddr>) -> Result<UpstreamConnection, ConnectError> {
         let started = Instant::now();
         let timeout = self.dialing.connect_timeout;
-        let (tcp, address, srv_target) = match &self.key.destination {
-            Some(Destination::Address(address)) => {
-                (connect_tcp(*address, timeout).await?, *address, None)
-            }
-            Some(Destination::Srv { owner, resolution }) => {
+        let (tcp, address, srv_target) = match (&self.key.destination, address) {
+            (Some(Destination::Srv { owner, resolution }), _) => {
                 let connection = self.dial_srv(owner, resolution).await?;
                 (
                     connection.stream,
@@ -88,14 +118,8 @@ impl Connector {
                     Some(connection.target),
                 )
             }
-            None => {
-                // The shared pool's URIs carry the IP address and port we wrote.
-                let address: SocketAddr = uri
-                    .authority()
-                    .and_then(|authority| authority.as_str().parse().ok())
-                    .ok_or(ConnectError::NoAddress)?;
-                (connect_tcp(address, timeout).await?, address, None)
-            }
+            (_, Some(address)) => (connect_tcp(address, timeout).await?, address, None),
+            (_, None) => return Err(ConnectError::NoAddress),
         };
         let stream = match &self.key.transport {
             Transport::Http1 | Transport::H2c => Stream::Tcp(tcp),

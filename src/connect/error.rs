@@ -31,4 +31,8 @@ pub enum ConnectError {
     },
     #[error("upstream URI has no address")]
     NoAddress,
+    /// A route table without the address was swapped in while connecting:
+    /// its container went away, and the address may already be another's.
+    #[error("the address left the routes while connecting to it")]
+    Departed,
 }

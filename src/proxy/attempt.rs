@@ -270,7 +270,9 @@ impl Tries {
     /// Nothing was sent when connecting failed, so any request can be tried
     /// again (if its body is still there). A connection lost before an
     /// answer may have delivered the request: only a bodyless idempotent one
-    /// is sent again, and only to an upstream that moves.
+    /// is sent again, and only to an upstream that moves. An upstream that
+    /// left while being connected to is followed whatever the location's
+    /// settings: it is no longer one of its upstreams.
     pub(super) fn after_failure(
         &mut self,
         route: &RequestPlan,
@@ -278,6 +280,9 @@ impl Tries {
         method: &Method,
         error: &ProxyError,
     ) -> Again {
+        if error.is_upstream_left() {
+            return Again::Follow;
+        }
         if let Some(retry) = &route.retry {
             if self.left > 0 && retry.on_connect && error.is_connect_failure() {
                 self.left -= 1;

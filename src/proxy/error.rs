@@ -71,6 +71,10 @@ pub enum ErrorKind {
     ConnectTimeout,
     /// Connecting failed some other way (unreachable network or host).
     ConnectFailed,
+    /// The upstream left the location (its container went away) while it
+    /// was being connected to, and none took its place within
+    /// `--upstream-wait`. Nothing was sent.
+    UpstreamLeft,
     TlsHandshake,
     /// The SRV service has no records, or only `.` as its target.
     DnsNoRecords,
@@ -107,9 +111,10 @@ impl ErrorKind {
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
             // Known, but nothing can serve it now: worth asking again.
-            ErrorKind::NoUpstream | ErrorKind::NoHealthyUpstream | ErrorKind::DnsNoRecords => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ErrorKind::NoUpstream
+            | ErrorKind::NoHealthyUpstream
+            | ErrorKind::UpstreamLeft
+            | ErrorKind::DnsNoRecords => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::ConnectRefused
             | ErrorKind::ConnectFailed
             | ErrorKind::TlsHandshake
@@ -141,6 +146,7 @@ impl ErrorKind {
             ErrorKind::ConnectRefused => "connect_refused",
             ErrorKind::ConnectTimeout => "connect_timeout",
             ErrorKind::ConnectFailed => "connect_failed",
+            ErrorKind::UpstreamLeft => "upstream_left",
             ErrorKind::TlsHandshake => "tls_handshake",
             ErrorKind::DnsNoRecords => "dns_no_records",
             ErrorKind::DnsFailure => "dns_failure",
@@ -173,6 +179,7 @@ impl ErrorKind {
             ErrorKind::ConnectRefused => "the upstream refused the connection\n",
             ErrorKind::ConnectTimeout => "the upstream did not accept a connection in time\n",
             ErrorKind::ConnectFailed => "the upstream could not be reached\n",
+            ErrorKind::UpstreamLeft => "the upstream went away and none took its place\n",
             ErrorKind::TlsHandshake => "the TLS handshake with the upstream failed\n",
             ErrorKind::DnsNoRecords => "the upstream's DNS name has no records\n",
             ErrorKind::DnsFailure => "the upstream's DNS lookup failed\n",
@@ -238,6 +245,12 @@ impl ProxyError {
             self.kind,
             ErrorKind::BadRequestBody | ErrorKind::RequestBodyTimeout
         )
+    }
+
+    /// The upstream left its location while being connected to: nothing
+    /// was sent, and nothing is held against it.
+    pub fn is_upstream_left(&self) -> bool {
+        self.kind == ErrorKind::UpstreamLeft
     }
 
     /// The connection ended after the request was sent and before any

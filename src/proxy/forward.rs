@@ -418,6 +418,7 @@ fn classify(error: hyper_util::client::legacy::Error) -> ProxyError {
         Some(ConnectError::NoTargets(_)) => ErrorKind::DnsNoRecords,
         Some(ConnectError::Lookup { .. }) => ErrorKind::DnsFailure,
         Some(ConnectError::Failed(_) | ConnectError::NoAddress) => ErrorKind::ConnectFailed,
+        Some(ConnectError::Departed) => ErrorKind::UpstreamLeft,
         None if error.is_connect() => ErrorKind::ConnectFailed,
         None if find_source::<hyper::Error>(&error).is_some_and(hyper::Error::is_parse) => {
             ErrorKind::NotHttp

@@ -216,8 +216,10 @@ impl Router {
             .map(|(provider, published)| (*provider, published.served()))
             .collect();
         let (table, conflicts) = RouteTable::build(&served, &context);
-        // The old table's endpoints go with it, unless the new one kept them.
+        // The old table's endpoints go with it, unless the new one kept them;
+        // connects to addresses it alone had are abandoned.
         drop(self.current.swap(Arc::new(table)));
+        self.registry.finish_table();
         self.registry.sweep();
         for conflict in conflicts.iter().filter(|c| !inputs.conflicts.contains(c)) {
             tracing::warn!(host = %conflict.host, served_by = %conflict.served_by, ignored = %conflict.ignored, "host defined by two providers; the first is served");

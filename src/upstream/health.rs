@@ -27,8 +27,9 @@ pub struct EndpointState {
     /// Without checks, health is not tracked: failed connects then speak for
     /// themselves on each request, and nothing would bring an endpoint back.
     check: Option<Check>,
-    /// Keeps the endpoint's pooled connections open while it is in use.
-    _lease: Option<Arc<AddressLease>>,
+    /// Keeps the endpoint's pooled connections open while it is in use,
+    /// and tells connection attempts when the address left the tables.
+    lease: Option<Arc<AddressLease>>,
     /// The locations of the newest route table that use this endpoint:
     /// health log lines name them, as an address alone says little.
     used_by: Mutex<UsedBy>,
@@ -65,14 +66,18 @@ impl EndpointState {
     pub fn new(check: Option<Check>, lease: Option<Arc<AddressLease>>) -> EndpointState {
         EndpointState {
             check,
-            _lease: lease,
+            lease,
             ..EndpointState::default()
         }
     }
 
     /// Notes that `location` of route table number `table` uses this
-    /// endpoint; a newer table's locations replace an older one's.
+    /// endpoint (and so its address); a newer table's locations replace an
+    /// older one's.
     pub(super) fn used_by(&self, table: u64, location: &Arc<str>) {
+        if let Some(lease) = &self.lease {
+            lease.used_by_table(table);
+        }
         let mut used_by = lock(&self.used_by);
         if used_by.table != table {
             *used_by = UsedBy {

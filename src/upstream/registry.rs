@@ -3,7 +3,9 @@
 //! state back (its health, in-flight count and checks), one that goes is
 //! dropped with the last table that used it. The same goes for an address's
 //! pooled connections: they hold a lease-bound retirement signal, so once no
-//! table uses the address any more its idle connections are closed.
+//! table uses the address any more its idle connections are closed. Sooner
+//! than that, as soon as the table requests use no longer has the address,
+//! it has departed: connection attempts to it are abandoned.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -132,10 +134,40 @@ impl EndpointRegistry {
         transport: &Transport,
         address: SocketAddr,
     ) -> Option<CancellationToken> {
+        self.held_lease(transport, address)
+            .map(|lease| lease.retirement())
+    }
+
+    /// Cancelled when a route table without `address` is swapped in (see
+    /// `finish_table`); `None` when no table uses it already.
+    pub fn departure(
+        &self,
+        transport: &Transport,
+        address: SocketAddr,
+    ) -> Option<CancellationToken> {
+        self.held_lease(transport, address)
+            .map(|lease| lease.departure())
+    }
+
+    /// The lease of `address`, while a table or a request holds it.
+    fn held_lease(&self, transport: &Transport, address: SocketAddr) -> Option<Arc<AddressLease>> {
         lock(&self.leases)
             .get(&(transport.clone(), address))
             .and_then(Weak::upgrade)
-            .map(|lease| lease.retirement())
+    }
+
+    /// The table built last is now the one requests use: every address it
+    /// does not use has departed. Requests that still hold an older table
+    /// keep its leases, and so are told.
+    pub fn finish_table(&self) {
+        let table = self.table.load(Ordering::Relaxed);
+        let leases: Vec<_> = lock(&self.leases)
+            .values()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for lease in leases {
+            lease.depart_unless_used_by(table);
+        }
     }
 
     /// Forgets the entries of endpoints no table uses any more.
@@ -201,6 +233,41 @@ mod tests {
         registry.sweep();
         assert!(lock(&registry.states).is_empty());
         assert!(lock(&registry.leases).is_empty());
+    }
+
+    #[test]
+    fn an_address_the_swapped_in_table_does_not_use_has_departed() {
+        let registry = registry();
+        let (kept, dropped) = (address("10.0.0.1:80"), address("10.0.0.2:80"));
+        let place = |destination: &Destination| match destination {
+            Destination::Address(address) => *address,
+            Destination::Srv { .. } => unreachable!(),
+        };
+        let departure = |destination| registry.departure(&Transport::Http1, place(destination));
+        let build = |destinations: &[&Destination]| -> Vec<Arc<EndpointState>> {
+            registry.start_table();
+            let states = destinations
+                .iter()
+                .map(|d| registry.state(d, &Transport::Http1, None, &location("a.com/")))
+                .collect();
+            registry.finish_table();
+            states
+        };
+        let first = build(&[&kept, &dropped]);
+        let (kept_signal, dropped_signal) =
+            (departure(&kept).unwrap(), departure(&dropped).unwrap());
+        // A request in flight still holds the first table's endpoints.
+        let second = build(&[&kept]);
+        assert!(!kept_signal.is_cancelled(), "still used");
+        assert!(dropped_signal.is_cancelled(), "gone from the new table");
+        assert!(departure(&dropped).unwrap().is_cancelled(), "while held");
+
+        let third = build(&[&kept, &dropped]);
+        let back = departure(&dropped).unwrap();
+        assert!(!back.is_cancelled(), "back in a table: a new signal");
+        assert!(dropped_signal.is_cancelled(), "the old one stays raised");
+        drop((first, second, third));
+        assert!(back.is_cancelled(), "no holder left");
     }
 
     #[test]

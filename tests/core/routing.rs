@@ -141,6 +141,34 @@ async fn a_request_waits_for_an_upstream_to_appear() {
     assert_eq!(reply.header("x-backend"), "a");
 }
 
+/// Issue 11, defect 11: a connect in flight to an address that leaves the
+/// routes is abandoned at once, and the request goes to the location's
+/// upstream now; it neither waits for `--connect-timeout` (30 s here) nor
+/// reaches whoever holds the old address by then.
+#[tokio::test]
+async fn a_connect_to_an_address_the_routes_drop_is_abandoned_for_the_new_upstream() {
+    let hanging = HangingAddress::new().await;
+    let new = Backend::echo("new").await;
+    let settings = dockhand::settings::Settings {
+        connect_timeout: Duration::from_secs(30),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", hanging.addr), settings).await;
+    let waiting = tokio::spawn(get(proxy.addr, "example.com", "/"));
+    eventually("the request connecting to the hanging address", || async {
+        hanging.is_being_connected_to()
+    })
+    .await;
+    proxy.write_routes(&one_route("example.com", new.addr));
+    // A limit for "it happened", far below the connect timeout.
+    let reply = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the request left the departed address")
+        .unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.header("x-backend"), "new");
+}
+
 /// A location as the Docker provider publishes one whose containers can't
 /// serve (stopped, paused, starting, unhealthy, on no shared network): no
 /// upstream at all. A routes file can't write one, so the router is fed

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http::Response;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 use dockhand::settings::Settings;
 
@@ -82,30 +82,17 @@ async fn no_answer_within_the_upstream_timeout_is_504() {
 
 #[tokio::test]
 async fn a_connect_that_hangs_is_504_after_the_connect_timeout() {
-    // A listener whose accept queue is full drops new SYNs, so connecting hangs.
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
-    let full = socket.listen(0).unwrap();
-    let addr = full.local_addr().unwrap();
-    let mut fillers = Vec::new();
-    for _ in 0..4 {
-        if let Ok(Ok(stream)) =
-            tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await
-        {
-            fillers.push(stream);
-        }
-    }
+    let hanging = HangingAddress::new().await;
     let settings = Settings {
         connect_timeout: Duration::from_millis(200),
         ..test_settings()
     };
-    let proxy = Proxy::start_with(&one_route("example.com", addr), settings).await;
+    let proxy = Proxy::start_with(&one_route("example.com", hanging.addr), settings).await;
     assert_own_status(
         &get(proxy.addr, "example.com", "/").await,
         504,
         "connect_timeout",
     );
-    drop(full);
 }
 
 #[tokio::test]

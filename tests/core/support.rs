@@ -376,6 +376,59 @@ pub async fn raw_responses(addr: SocketAddr, request: &[u8], count: usize) -> Ve
     }
 }
 
+/// An address connections to hang at: a listener whose accept queue is
+/// full drops new SYNs, so connecting waits for the connect timeout.
+pub struct HangingAddress {
+    pub addr: SocketAddr,
+    _full: TcpListener,
+    _fillers: Vec<TcpStream>,
+}
+
+impl HangingAddress {
+    pub async fn new() -> HangingAddress {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let full = socket.listen(0).unwrap();
+        let addr = full.local_addr().unwrap();
+        let mut fillers = Vec::new();
+        for _ in 0..4 {
+            if let Ok(Ok(stream)) =
+                tokio::time::timeout(Duration::from_millis(200), TcpStream::connect(addr)).await
+            {
+                fillers.push(stream);
+            }
+        }
+        HangingAddress {
+            addr,
+            _full: full,
+            _fillers: fillers,
+        }
+    }
+
+    /// Whether a connection to it is being attempted (a socket of this
+    /// machine in `SYN_SENT` towards it, in `/proc/net/tcp`).
+    pub fn is_being_connected_to(&self) -> bool {
+        let SocketAddr::V4(addr) = self.addr else {
+            return false;
+        };
+        // `/proc/net/tcp` writes the address as the u32 in host order, in hex.
+        let remote = format!(
+            "{:08X}:{:04X}",
+            u32::from_ne_bytes(addr.ip().octets()),
+            addr.port()
+        );
+        std::fs::read_to_string("/proc/net/tcp")
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                Some((*fields.get(2)?, *fields.get(3)?))
+            })
+            .any(|(to, state)| to == remote && state == "02")
+    }
+}
+
 /// `{"host": {HOST: {"location": {"/": {"upstream": {ADDR: {}}}}}}}`
 pub fn one_route(host: &str, upstream: SocketAddr) -> String {
     serde_json::json!({"host": {host: {"location": {"/": {"upstream": {upstream.to_string(): {}}}}}}})

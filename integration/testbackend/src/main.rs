@@ -13,7 +13,8 @@
 //!   `UNHEALTHY_FOR_MS` milliseconds after it starts (default 0).
 //!
 //! It listens on `--listen ADDR` (env `LISTEN`, default `0.0.0.0:8080`) for
-//! HTTP/1.1 and h2c. `testbackend probe URL` exits 0 when a GET to the plain-HTTP
+//! HTTP/1.1 and h2c. On SIGTERM or SIGINT it stops listening, closes idle
+//! connections and exits once the requests in flight are answered. `testbackend probe URL` exits 0 when a GET to the plain-HTTP
 //! URL answers `200`, which is what a `HEALTHCHECK` in a `FROM scratch` image
 //! (no shell, no curl) needs. It owns nothing of dockhand's and knows nothing of
 //! Docker: a container's name and health come from the engine around it.
@@ -36,6 +37,7 @@ use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::Role;
 use tokio_tungstenite::WebSocketStream;
@@ -151,10 +153,16 @@ async fn serve_forever(listen: SocketAddr, state: Arc<State>) -> ExitCode {
     );
     // As PID 1 in a container, signals without a handler are ignored: handle
     // them so `docker stop` takes milliseconds, not its 10 s timeout.
+    let (stop, stopping) = tokio::sync::watch::channel(false);
     tokio::select! {
-        () = serve(listener, state) => ExitCode::SUCCESS,
-        () = terminated() => ExitCode::SUCCESS,
+        () = serve(listener, state, stopping) => {}
+        () = terminated() => {}
     }
+    // As a service that stops gracefully: the listener is closed, idle
+    // connections close at once, requests in flight are answered first.
+    let _ = stop.send(true);
+    stop.closed().await;
+    ExitCode::SUCCESS
 }
 
 async fn terminated() {
@@ -167,7 +175,9 @@ async fn terminated() {
     }
 }
 
-async fn serve(listener: TcpListener, state: Arc<State>) {
+/// Serves until dropped; each connection ends gracefully once `stopping`
+/// turns true, and holds a clone of it until it has ended.
+async fn serve(listener: TcpListener, state: Arc<State>, stopping: watch::Receiver<bool>) {
     loop {
         let stream = match listener.accept().await {
             Ok((stream, _)) => stream,
@@ -179,14 +189,21 @@ async fn serve(listener: TcpListener, state: Arc<State>) {
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
+        let mut stopping = stopping.clone();
         tokio::spawn(async move {
             let service = service_fn(move |request| {
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(handle(request, &state).await) }
             });
-            let _ = auto::Builder::new(TokioExecutor::new())
-                .serve_connection_with_upgrades(TokioIo::new(stream), service)
-                .await;
+            let builder = auto::Builder::new(TokioExecutor::new());
+            let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => return,
+                _ = stopping.wait_for(|stopping| *stopping) => {}
+            }
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
         });
     }
 }
@@ -437,7 +454,8 @@ mod tests {
             started: Instant::now(),
             unhealthy_for: Duration::from_millis(300),
         });
-        let server = tokio::spawn(serve(listener, state));
+        let (_stop, stopping) = watch::channel(false);
+        let server = tokio::spawn(serve(listener, state, stopping));
         let probe_path = |path: &'static str| {
             tokio::task::spawn_blocking(move || {
                 probe(&format!("http://{addr}{path}"), Duration::from_secs(2))
