@@ -87,6 +87,9 @@ pub enum ErrorKind {
     ResetBeforeResponse,
     /// The upstream answered bytes that are not HTTP.
     NotHttp,
+    /// The upstream's response head does not fit in what an upstream
+    /// connection buffers (64 KiB, and at most one more read: 128 KiB).
+    UpstreamHeadTooLarge,
     /// The upstream's response has a transfer coding besides `chunked`,
     /// which dockhand never asks for and does not pass on.
     UpstreamTransferCoding,
@@ -121,6 +124,7 @@ impl ErrorKind {
             | ErrorKind::DnsFailure
             | ErrorKind::ResetBeforeResponse
             | ErrorKind::NotHttp
+            | ErrorKind::UpstreamHeadTooLarge
             | ErrorKind::UpstreamTransferCoding
             | ErrorKind::BadResponseBody
             | ErrorKind::UnexpectedUpgrade => StatusCode::BAD_GATEWAY,
@@ -154,6 +158,7 @@ impl ErrorKind {
             ErrorKind::RewrittenPathTooLong => "rewritten_path_too_long",
             ErrorKind::ResetBeforeResponse => "reset_before_response",
             ErrorKind::NotHttp => "not_http",
+            ErrorKind::UpstreamHeadTooLarge => "upstream_head_too_large",
             ErrorKind::UpstreamTransferCoding => "upstream_transfer_coding",
             ErrorKind::BadResponseBody => "bad_response_body",
             ErrorKind::UnexpectedUpgrade => "unexpected_upgrade",
@@ -189,6 +194,7 @@ impl ErrorKind {
                 "the upstream closed the connection without answering\n"
             }
             ErrorKind::NotHttp => "the upstream's answer is not HTTP\n",
+            ErrorKind::UpstreamHeadTooLarge => "the upstream's response head is too large\n",
             ErrorKind::UpstreamTransferCoding => {
                 "the upstream's answer has a transfer coding that is not passed on\n"
             }
@@ -343,7 +349,7 @@ mod tests {
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
 
-    const EVERY_KIND: [ErrorKind; 24] = [
+    const EVERY_KIND: [ErrorKind; 26] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
@@ -358,6 +364,7 @@ mod tests {
         ErrorKind::ConnectRefused,
         ErrorKind::ConnectTimeout,
         ErrorKind::ConnectFailed,
+        ErrorKind::UpstreamLeft,
         ErrorKind::TlsHandshake,
         ErrorKind::DnsNoRecords,
         ErrorKind::DnsFailure,
@@ -365,6 +372,7 @@ mod tests {
         ErrorKind::RewrittenPathTooLong,
         ErrorKind::ResetBeforeResponse,
         ErrorKind::NotHttp,
+        ErrorKind::UpstreamHeadTooLarge,
         ErrorKind::UpstreamTransferCoding,
         ErrorKind::BadResponseBody,
         ErrorKind::UnexpectedUpgrade,
@@ -390,6 +398,7 @@ mod tests {
         for kind in [
             ErrorKind::NoUpstream,
             ErrorKind::NoHealthyUpstream,
+            ErrorKind::UpstreamLeft,
             ErrorKind::DnsNoRecords,
         ] {
             let response = ProxyError::from(kind).into_response(|message| message);

@@ -408,8 +408,9 @@ fn prepare_head(
 
 /// The kind of a failed send, the client's error kept as its cause. A
 /// connect error says what failed; past connecting, an answer hyper could
-/// not parse is not HTTP, and anything else ended the connection before the
-/// response head (closed, reset, an HTTP/2 stream reset).
+/// not parse is not HTTP (or a head too large for the connection's
+/// buffer), and anything else ended the connection before the response
+/// head (closed, reset, an HTTP/2 stream reset).
 fn classify(error: hyper_util::client::legacy::Error) -> ProxyError {
     let kind = match find_source::<ConnectError>(&error) {
         Some(ConnectError::Refused) => ErrorKind::ConnectRefused,
@@ -420,10 +421,13 @@ fn classify(error: hyper_util::client::legacy::Error) -> ProxyError {
         Some(ConnectError::Failed(_) | ConnectError::NoAddress) => ErrorKind::ConnectFailed,
         Some(ConnectError::Departed) => ErrorKind::UpstreamLeft,
         None if error.is_connect() => ErrorKind::ConnectFailed,
-        None if find_source::<hyper::Error>(&error).is_some_and(hyper::Error::is_parse) => {
-            ErrorKind::NotHttp
-        }
-        None => ErrorKind::ResetBeforeResponse,
+        None => match find_source::<hyper::Error>(&error) {
+            Some(hyper_error) if hyper_error.is_parse_too_large() => {
+                ErrorKind::UpstreamHeadTooLarge
+            }
+            Some(hyper_error) if hyper_error.is_parse() => ErrorKind::NotHttp,
+            _ => ErrorKind::ResetBeforeResponse,
+        },
     };
     ProxyError::new(kind, error)
 }

@@ -44,6 +44,32 @@ async fn an_answer_that_is_not_http_is_502() {
     assert_own_status(&through_proxy_to(addr).await, 502, "not_http");
 }
 
+/// A response head is read into the upstream connection's 64 KiB buffer,
+/// which hyper lets grow by at most one more read (so up to 128 KiB): a
+/// head that does not fit gets a reason of its own, one that does passes.
+#[tokio::test]
+async fn a_response_head_too_large_for_the_buffer_is_502_with_its_own_reason() {
+    let head_with = |cookie_bytes: usize| {
+        let cookie = "c".repeat(cookie_bytes);
+        format!("HTTP/1.1 200 OK\r\nset-cookie: {cookie}\r\ncontent-length: 2\r\n\r\nok")
+    };
+    let answering = |head: String| {
+        raw_upstream(move |mut stream| {
+            let head = head.clone();
+            async move {
+                let _ = stream.write_all(head.as_bytes()).await;
+            }
+        })
+    };
+    let too_large = answering(head_with(130 * 1024)).await;
+    let reply = through_proxy_to(too_large).await;
+    assert_own_status(&reply, 502, "upstream_head_too_large");
+    let fits = answering(head_with(60 * 1024)).await;
+    let reply = through_proxy_to(fits).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.text(), "ok");
+}
+
 #[tokio::test]
 async fn a_connection_reset_before_the_answer_is_502() {
     let addr = raw_upstream(|stream| async move {
