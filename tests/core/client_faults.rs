@@ -108,13 +108,7 @@ async fn a_body_that_stops_arriving_is_408_after_the_client_body_timeout() {
         }}}
     }})
     .to_string();
-    // The upstream's timeout, shorter, does not end a wait on the client.
-    let settings = Settings {
-        upstream_timeout: Duration::from_millis(200),
-        client_body_timeout: Duration::from_millis(500),
-        ..test_settings()
-    };
-    let proxy = Proxy::start_with(&routes, settings).await;
+    let proxy = Proxy::start_with(&routes, upstream_timeout_below_body_timeout()).await;
     for (method, host) in [("POST", "example.com"), ("PUT", "retried.test")] {
         let request =
             format!("{method} / HTTP/1.1\r\nHost: {host}\r\nContent-Length: 10\r\n\r\nhalf!");
@@ -127,6 +121,16 @@ async fn a_body_that_stops_arriving_is_408_after_the_client_body_timeout() {
     }
 }
 
+/// The upstream's timeout, shorter than the client body's, must not end a
+/// wait on the client.
+fn upstream_timeout_below_body_timeout() -> Settings {
+    Settings {
+        upstream_timeout: Duration::from_millis(200),
+        client_body_timeout: Duration::from_millis(500),
+        ..test_settings()
+    }
+}
+
 #[tokio::test]
 async fn an_h2c_upstream_waiting_for_a_stalled_body_is_not_blamed() {
     let (reading, _) = reading_backend("h2c").await;
@@ -134,12 +138,7 @@ async fn an_h2c_upstream_waiting_for_a_stalled_body_is_not_blamed() {
         "upstream": {reading.addr.to_string(): {"protocol": "h2c"}}
     }}}}})
     .to_string();
-    let settings = Settings {
-        upstream_timeout: Duration::from_millis(200),
-        client_body_timeout: Duration::from_millis(500),
-        ..test_settings()
-    };
-    let proxy = Proxy::start_with(&routes, settings).await;
+    let proxy = Proxy::start_with(&routes, upstream_timeout_below_body_timeout()).await;
     let request = b"POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n\r\nhalf!";
     let answer = exchange(proxy.addr, request).await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
