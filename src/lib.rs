@@ -36,6 +36,7 @@ pub mod connect;
 mod error;
 pub mod labels;
 pub mod limits;
+pub mod metrics;
 pub mod provider;
 pub mod proxy;
 pub mod resolve;
