@@ -1,7 +1,7 @@
 //! Prometheus metrics (the `prometheus-client` crate): one `Metrics` value,
 //! made by `run` and shared by `Arc` with what counts (the proxy, the
 //! router, the resolvers, the Docker provider), and `render`, the text
-//! served at the admin listener's `/metrics`. Counters and histograms are
+//! served at the admin listener's `/metrics` (the Prometheus text format). Counters and histograms are
 //! counted as things happen (`requests` for the per-request ones); gauges
 //! of state (upstream health, in-flight requests, diagnostics) are read at
 //! scrape time (`current`). Label values never come from clients
@@ -22,7 +22,7 @@ pub use requests::LocationCounters;
 use std::sync::Arc;
 use std::time::Duration;
 
-use prometheus_client::encoding::text::{encode_eof, encode_registry};
+use prometheus_client::encoding::prometheus_text;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -34,8 +34,10 @@ use labels::{
 };
 use requests::RequestFamilies;
 
-/// The `Content-Type` of `render`'s text (OpenMetrics, as prometheus-client writes it).
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// The `Content-Type` of `render`'s text: the Prometheus text format
+/// (0.0.4), which every Prometheus scrapes and `promtool check metrics`
+/// reads (it refuses OpenMetrics' counter names without `_total`).
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// Every metric name starts with `dockhand_`.
 const PREFIX: &str = "dockhand";
@@ -248,15 +250,15 @@ impl Metrics {
         registry.register("build_info", "dockhand's version, as a label", build_info);
     }
 
-    /// The OpenMetrics text of every metric, with the gauges read from `current` now.
+    /// The text of every metric (`CONTENT_TYPE`), with the gauges read
+    /// from `current` now.
     pub fn render(&self, current: &dyn CurrentState) -> String {
         let mut text = String::new();
         let scraped = current::read(current);
         // Writing to a String fails only if an encoder does, which the
         // label and metric types here never do.
-        encode_registry(&mut text, &self.registry)
-            .and_then(|()| encode_registry(&mut text, &scraped))
-            .and_then(|()| encode_eof(&mut text))
+        prometheus_text::encode(&mut text, &self.registry)
+            .and_then(|()| prometheus_text::encode(&mut text, &scraped))
             .expect("metrics encode into a string");
         text
     }

@@ -51,11 +51,14 @@ fn a_request_counts_under_its_host_pattern_location_and_status() {
         r#"dockhand_response_body_bytes_total{host="*.example.com"} 150"#,
         r#"dockhand_request_body_bytes_total{host="*.example.com"} 7"#,
         r#"dockhand_request_duration_seconds_count{host="*.example.com"} 3"#,
-        r#"dockhand_request_duration_seconds_bucket{le="0.004",host="*.example.com"} 2"#,
+        r#"dockhand_request_duration_seconds_bucket{host="*.example.com",le="0.004"} 2"#,
     ] {
         assert!(has_line(&text, line), "{line} not in:\n{text}");
     }
-    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        has_line(&text, "# TYPE dockhand_requests_total counter"),
+        "the Prometheus text format names counters with _total:\n{text}"
+    );
 }
 
 #[test]
@@ -136,7 +139,11 @@ fn upstream_gauges_follow_the_current_state_and_gone_addresses_leave() {
     ] {
         assert!(has_line(&text, line), "{line} not in:\n{text}");
     }
-    assert_eq!(text.matches("# EOF").count(), 1, "one message");
+    assert_eq!(
+        text.matches("# TYPE dockhand_upstream_healthy ").count(),
+        1,
+        "{text}"
+    );
     state.upstreams.borrow_mut().remove(1);
     let text = metrics.render(&state);
     assert!(!text.contains("10.0.0.2:80"), "{text}");
