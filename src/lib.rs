@@ -54,8 +54,9 @@ use tokio::net::TcpListener;
 
 use connect::UpstreamClient;
 use provider::file::{self, FileProvider};
-use proxy::{ProxyState, ServerSettings};
-use resolve::{Dns, HickoryDns, NameResolver, Unconfigured};
+use metrics::Metrics;
+use proxy::{ErrorKind, ProxyState, ServerSettings};
+use resolve::{CountedDns, Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
 use settings::Settings;
 use upstream::{run_checks, tcp_probe, EndpointRegistry};
@@ -86,9 +87,12 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     settings.validate()?;
+    let metrics = Arc::new(Metrics::new(&ErrorKind::ALL.map(ErrorKind::reason)));
     let registry = Arc::new(EndpointRegistry::new());
-    let router = Arc::new(Router::new(registry.clone(), settings.upstream_wait));
-    let dns = name_server(&settings);
+    let router = Arc::new(
+        Router::new(registry.clone(), settings.upstream_wait).with_metrics(metrics.clone()),
+    );
+    let dns: Arc<dyn Dns> = Arc::new(CountedDns::new(name_server(&settings), metrics.clone()));
     let mut background = Vec::new();
     if let Some(path) = &settings.routes_file {
         let provider = FileProvider::start(path.clone(), router.clone(), dns.clone()).await?;
@@ -113,15 +117,17 @@ pub async fn run(
             docker,
             router.clone(),
             dns.clone(),
+            metrics.clone(),
         )));
     }
     let state = Arc::new(ProxyState {
         router,
-        client: UpstreamClient::new(settings.connect_timeout, registry, dns),
+        client: UpstreamClient::new(settings.connect_timeout, registry, dns, metrics.clone()),
         resolve_hints: Arc::new(names),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,
         client_body_timeout: settings.client_body_timeout,
+        metrics,
     });
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,

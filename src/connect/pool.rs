@@ -16,6 +16,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
 use super::srv::SrvResolvers;
+use crate::metrics::Metrics;
 use crate::resolve::Dns;
 use crate::sync::{read, write};
 use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
@@ -72,6 +73,7 @@ where
         connect_timeout: Duration,
         registry: Arc<EndpointRegistry>,
         dns: Arc<dyn Dns>,
+        metrics: Arc<Metrics>,
     ) -> UpstreamClient<B> {
         let dialing = Arc::new(Dialing {
             connect_timeout,
@@ -80,6 +82,7 @@ where
             srv: SrvResolvers {
                 system: dns,
                 resolvers: Mutex::default(),
+                metrics,
             },
         });
         let shared = PoolKey {

@@ -8,13 +8,16 @@ use std::sync::{Arc, Mutex};
 
 use super::error::ConnectError;
 use crate::config::{DnsServer, SrvResolution};
-use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvResolver};
+use crate::metrics::Metrics;
+use crate::resolve::{CacheTtls, CountedDns, Dns, HickoryDns, SrvResolver};
 use crate::sync::lock;
 
 /// One SRV resolver (with its caches) per resolution settings.
 pub(super) struct SrvResolvers {
     pub(super) system: Arc<dyn Dns>,
     pub(super) resolvers: Mutex<HashMap<SrvResolution, Arc<SrvResolver>>>,
+    /// Where every resolver's lookups and dial attempts are counted.
+    pub(super) metrics: Arc<Metrics>,
 }
 
 impl SrvResolvers {
@@ -27,7 +30,10 @@ impl SrvResolvers {
         }
         let dns: Arc<dyn Dns> = match &resolution.resolver {
             None => self.system.clone(),
-            Some(DnsServer::Address(server)) => Arc::new(HickoryDns::with_server(*server)),
+            Some(DnsServer::Address(server)) => Arc::new(CountedDns::new(
+                Arc::new(HickoryDns::with_server(*server)),
+                self.metrics.clone(),
+            )),
             // Providers settle names before they publish: one left here is
             // refused rather than looked up on a request's time.
             Some(server @ DnsServer::Name { .. }) => {
@@ -44,7 +50,9 @@ impl SrvResolvers {
         };
         Ok(lock(&self.resolvers)
             .entry(resolution.clone())
-            .or_insert_with(|| Arc::new(SrvResolver::new(dns, ttls)))
+            .or_insert_with(|| {
+                Arc::new(SrvResolver::new(dns, ttls).counting_into(self.metrics.clone()))
+            })
             .clone())
     }
 }
@@ -92,6 +100,7 @@ mod tests {
         let resolvers = SrvResolvers {
             system: dns.clone(),
             resolvers: Mutex::default(),
+            metrics: Arc::default(),
         };
         let by_address = resolution(DnsServer::Address("127.0.0.1:5353".parse().unwrap()));
         let first = resolvers.resolver(&by_address).await.unwrap();

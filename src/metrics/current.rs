@@ -36,6 +36,15 @@ pub trait CurrentState {
     fn diagnostic_counts(&self) -> DiagnosticCounts;
 }
 
+/// No state: no upstreams, no diagnostics.
+impl CurrentState for () {
+    fn each_upstream(&self, _: &mut dyn FnMut(UpstreamReading<'_>)) {}
+
+    fn diagnostic_counts(&self) -> DiagnosticCounts {
+        DiagnosticCounts::default()
+    }
+}
+
 /// A registry of the gauges read from `current` now.
 pub(super) fn read(current: &dyn CurrentState) -> Registry {
     let mut registry = Registry::with_prefix(super::PREFIX);

@@ -43,7 +43,7 @@ fn a_request_counts_under_its_host_pattern_location_and_status() {
     metrics
         .unmatched()
         .count(404, Duration::from_millis(1), 20);
-    let text = metrics.render(&Fixed::default());
+    let text = metrics.render(&());
     for line in [
         r#"dockhand_requests_total{host="*.example.com",location="/api",code="200"} 2"#,
         r#"dockhand_requests_total{host="*.example.com",location="/api",code="502"} 1"#,
@@ -65,7 +65,7 @@ fn a_request_counts_under_its_host_pattern_location_and_status() {
 fn error_reasons_and_srv_results_are_shown_at_zero_before_any() {
     let metrics = Metrics::new(&["no_host", "connect_refused"]);
     metrics.error("connect_refused");
-    let text = metrics.render(&Fixed::default());
+    let text = metrics.render(&());
     for line in [
         r#"dockhand_errors_total{reason="no_host"} 0"#,
         r#"dockhand_errors_total{reason="connect_refused"} 1"#,
@@ -97,7 +97,7 @@ fn events_lookups_and_swaps_are_counted_by_their_labels() {
     metrics.docker_event("start");
     metrics.docker_connected(true);
     metrics.table_swapped(Duration::from_micros(250));
-    let text = metrics.render(&Fixed::default());
+    let text = metrics.render(&());
     for line in [
         r#"dockhand_retries_total{reason="connect_refused"} 1"#,
         r#"dockhand_dns_lookups_total{record="A/AAAA",result="success"} 1"#,
@@ -154,7 +154,7 @@ fn an_open_connection_counts_until_its_guard_drops() {
     let metrics = Metrics::default();
     let line = r#"dockhand_client_connections{protocol="http1"} "#;
     let value = |metrics: &Metrics| -> String {
-        let text = metrics.render(&Fixed::default());
+        let text = metrics.render(&());
         let found = text.lines().find(|l| l.starts_with(line)).unwrap();
         found[line.len()..].to_owned()
     };

@@ -13,6 +13,7 @@ use http::{HeaderValue, Method, StatusCode, Uri};
 
 use super::error::{describe, ProxyError, CLIENT_SEND_TIMEOUT, RESET_MID_RESPONSE};
 use super::send_timeout::ClientCut;
+use crate::metrics::LocationCounters;
 use crate::upstream::Endpoint;
 
 pub const TARGET: &str = "dockhand::access";
@@ -41,6 +42,8 @@ pub struct AccessRecord {
     pub error: Option<&'static str>,
     /// What failed underneath `error`, when something did.
     pub cause: Option<String>,
+    /// The metric series the request counts in: its location's, or `unmatched`.
+    pub counters: Arc<LocationCounters>,
 }
 
 impl AccessRecord {

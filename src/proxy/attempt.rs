@@ -20,6 +20,7 @@ use super::rewrite::rewrite_path;
 use super::upgrade;
 use crate::config::Retry;
 use crate::connect::authority_is_address;
+use crate::metrics::LocationCounters;
 use crate::routes::Location;
 use crate::upstream::{Endpoint, Transport};
 
@@ -39,12 +40,15 @@ pub(super) struct RequestPlan {
     /// The `Upgrade` sent upstream: the protocols asked for that the
     /// location allows. `None`: the request goes as a plain one.
     pub(super) upgrade: Option<HeaderValue>,
+    /// The location's metric series.
+    pub(super) counters: Arc<LocationCounters>,
 }
 
 impl RequestPlan {
     /// `asked_upgrade`: the protocols the client asks to switch to, if any.
     pub(super) fn of(
         location: &Location,
+        counters: &Arc<LocationCounters>,
         client_uri: &Uri,
         asked_upgrade: Option<&HeaderValue>,
     ) -> Result<RequestPlan, ProxyError> {
@@ -63,6 +67,7 @@ impl RequestPlan {
             retry: location.retry.clone(),
             path,
             upgrade: asked_upgrade.and_then(|asked| upgrade::forwarded(asked, &location.upgrades)),
+            counters: counters.clone(),
         })
     }
 }
@@ -143,7 +148,8 @@ impl Sending {
         if bodyless {
             return Ok(Sending::Bodyless);
         }
-        let body = ClientStream::new(body, client_body_timeout);
+        let body = ClientStream::new(body, client_body_timeout)
+            .counting_into(route.counters.bytes_in().clone());
         let retries_statuses = route
             .retry
             .as_ref()

@@ -1,7 +1,7 @@
 //! The response body the proxy sends: the upstream's body streamed frame by
 //! frame (data and trailers), or a short message of dockhand's own. It counts
 //! the bytes sent, notes an upstream body cut (or stalled) midway, and writes
-//! the request's access-log line when it ends.
+//! the request's access-log line, and counts its metrics, when it ends.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -108,6 +108,11 @@ impl Drop for ProxyBody {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
             record.write(self.bytes_out);
+            record.counters.count(
+                record.status.as_u16(),
+                record.started.elapsed(),
+                self.bytes_out,
+            );
         }
     }
 }

@@ -103,6 +103,36 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind, so each reason can be listed (metrics show them all from the start).
+    pub const ALL: [ErrorKind; 26] = [
+        ErrorKind::MissingHost,
+        ErrorKind::BadHost,
+        ErrorKind::RepeatedHost,
+        ErrorKind::BadRequestBody,
+        ErrorKind::RequestBodyTimeout,
+        ErrorKind::UnsupportedTransferCoding,
+        ErrorKind::HeadersTooLarge,
+        ErrorKind::NoHost,
+        ErrorKind::NoLocation,
+        ErrorKind::NoUpstream,
+        ErrorKind::NoHealthyUpstream,
+        ErrorKind::ConnectRefused,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::ConnectFailed,
+        ErrorKind::UpstreamLeft,
+        ErrorKind::TlsHandshake,
+        ErrorKind::DnsNoRecords,
+        ErrorKind::DnsFailure,
+        ErrorKind::UpstreamTimeout,
+        ErrorKind::RewrittenPathTooLong,
+        ErrorKind::ResetBeforeResponse,
+        ErrorKind::NotHttp,
+        ErrorKind::UpstreamHeadTooLarge,
+        ErrorKind::UpstreamTransferCoding,
+        ErrorKind::BadResponseBody,
+        ErrorKind::UnexpectedUpgrade,
+    ];
+
     pub fn status(self) -> StatusCode {
         match self {
             ErrorKind::MissingHost
@@ -349,46 +379,17 @@ mod tests {
     #[error("outer showing its source: {0}")]
     struct Showing(#[source] io::Error);
 
-    const EVERY_KIND: [ErrorKind; 26] = [
-        ErrorKind::MissingHost,
-        ErrorKind::BadHost,
-        ErrorKind::RepeatedHost,
-        ErrorKind::BadRequestBody,
-        ErrorKind::RequestBodyTimeout,
-        ErrorKind::UnsupportedTransferCoding,
-        ErrorKind::HeadersTooLarge,
-        ErrorKind::NoHost,
-        ErrorKind::NoLocation,
-        ErrorKind::NoUpstream,
-        ErrorKind::NoHealthyUpstream,
-        ErrorKind::ConnectRefused,
-        ErrorKind::ConnectTimeout,
-        ErrorKind::ConnectFailed,
-        ErrorKind::UpstreamLeft,
-        ErrorKind::TlsHandshake,
-        ErrorKind::DnsNoRecords,
-        ErrorKind::DnsFailure,
-        ErrorKind::UpstreamTimeout,
-        ErrorKind::RewrittenPathTooLong,
-        ErrorKind::ResetBeforeResponse,
-        ErrorKind::NotHttp,
-        ErrorKind::UpstreamHeadTooLarge,
-        ErrorKind::UpstreamTransferCoding,
-        ErrorKind::BadResponseBody,
-        ErrorKind::UnexpectedUpgrade,
-    ];
-
     #[test]
     fn every_kind_has_its_own_reason_and_a_one_line_body() {
         let mut reasons = std::collections::BTreeSet::new();
-        for kind in EVERY_KIND {
+        for kind in ErrorKind::ALL {
             reasons.insert(kind.reason());
             let message = kind.message();
             assert!(message.ends_with('\n'), "{kind:?}");
             assert_eq!(message.lines().count(), 1, "{kind:?}");
             assert_eq!(ProxyError::from(kind).to_string(), message.trim_end());
         }
-        assert_eq!(reasons.len(), EVERY_KIND.len(), "no reason is shared");
+        assert_eq!(reasons.len(), ErrorKind::ALL.len(), "no reason is shared");
         assert!(!reasons.contains(RESET_MID_RESPONSE));
         assert!(!reasons.contains(CLIENT_SEND_TIMEOUT));
     }
@@ -462,7 +463,7 @@ mod tests {
     #[test]
     fn only_client_body_failures_are_the_clients_faults() {
         let clients = [ErrorKind::BadRequestBody, ErrorKind::RequestBodyTimeout];
-        for kind in EVERY_KIND {
+        for kind in ErrorKind::ALL {
             let error = ProxyError::from(kind);
             assert_eq!(error.is_client_fault(), clients.contains(&kind), "{kind:?}");
             assert!(!(error.is_client_fault() && error.is_connect_failure()));

@@ -25,6 +25,7 @@ use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
 use super::upgrade;
 use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
+use crate::metrics::Metrics;
 use crate::resolve::ResolveHints;
 use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
 use crate::upstream::{Endpoint, InFlight};
@@ -44,6 +45,7 @@ pub struct ProxyState {
     pub upstream_timeout: Duration,
     pub upstream_wait: Duration,
     pub client_body_timeout: Duration,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.
@@ -66,10 +68,12 @@ pub async fn handle(
         attempt: 0,
         error: None,
         cause: None,
+        counters: state.metrics.unmatched().clone(),
     });
     let response = match handle_inner(&state, &peer, request, &mut record).await {
         Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
         Err(error) => {
+            state.metrics.error(error.reason());
             record.error = Some(error.reason());
             record.cause = error.cause_text();
             error.into_response(ProxyBody::message)
@@ -100,8 +104,9 @@ async fn handle_inner(
         deadline: tokio::time::Instant::now() + state.upstream_wait,
     };
     let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
-        return Err(nothing_to_serve(&state.router, &wanted));
+        return Err(nothing_to_serve(state, &wanted, record));
     };
+    record.counters = route.counters.clone();
 
     let client_upgrade = route
         .upgrade
@@ -166,6 +171,10 @@ async fn handle_inner(
         };
         match next {
             Some(next) => {
+                state.metrics.retry(match &result {
+                    Ok(_) => "status",
+                    Err(error) => error.reason(),
+                });
                 tracing::debug!(failed = %endpoint, next = %next, "request sent again");
                 endpoint = next;
             }
@@ -240,13 +249,18 @@ fn note_failure(state: &ProxyState, endpoint: &Endpoint, error: &ProxyError) {
 /// Why the wait for an upstream ended without one: the location's names
 /// have no address (yet), or it has no upstream at all (its containers are
 /// stopped, paused, starting, unhealthy, unreachable, or in their grace
-/// period).
-fn nothing_to_serve(router: &Router, wanted: &Wanted<'_>) -> ProxyError {
-    let table = router.current();
+/// period). The request counts under the location, if there still is one.
+fn nothing_to_serve(
+    state: &ProxyState,
+    wanted: &Wanted<'_>,
+    record: &mut AccessRecord,
+) -> ProxyError {
+    let table = state.router.current();
     let location = match find(&table, wanted) {
         Ok(location) => location,
         Err(error) => return error,
     };
+    record.counters = location.counters(&state.metrics).clone();
     let names = location.upstreams.names();
     if names.is_empty() {
         return ErrorKind::NoHealthyUpstream.into();
@@ -271,7 +285,8 @@ async fn choose_endpoint(
             let table = state.router.current();
             let location = find(&table, wanted)?;
             if let Some(endpoint) = location.upstreams.pick(&[]) {
-                let plan = RequestPlan::of(location, wanted.uri, wanted.upgrade)?;
+                let counters = location.counters(&state.metrics);
+                let plan = RequestPlan::of(location, counters, wanted.uri, wanted.upgrade)?;
                 return Ok(Some((endpoint, plan)));
             }
             for name in location.upstreams.names() {

@@ -10,10 +10,10 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use http::HeaderValue;
+use http::{HeaderValue, Version};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -26,6 +26,7 @@ use super::client_identity::PeerInfo;
 use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
 use super::idle::{ConnectionActivity, Idle};
 use super::send_timeout::{ClientCut, ClientSocket};
+use crate::metrics::{ClientProtocol, OpenConnection};
 
 /// What an HTTP/2 client may send on one stream before dockhand has passed
 /// it on to the upstream (hyper's default is 1 MiB): the most a request body
@@ -88,9 +89,18 @@ pub async fn serve(
         let cut = Arc::new(ClientCut::new(settings.client_send_timeout));
         let socket = ClientSocket::new(stream, cut.clone());
         let activity = ConnectionActivity::new();
+        // Counted as open from its first request, which tells its protocol,
+        // until the connection (and so the service) is dropped.
+        let open: Arc<OnceLock<OpenConnection>> = Arc::default();
         let service = service_fn({
             let activity = activity.clone();
             move |request| {
+                open.get_or_init(|| {
+                    state.metrics.client_connection(match request.version() {
+                        Version::HTTP_2 => ClientProtocol::H2,
+                        _ => ClientProtocol::Http1,
+                    })
+                });
                 let active = activity.start_request();
                 let response = handle(state.clone(), peer.clone(), cut.clone(), request);
                 async move {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
+use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, Sleep};
 
 /// What a stall-limited body's errors are, so that each side can say whose
@@ -29,6 +30,8 @@ pub trait StallErrors: Sized {
 pub struct StallLimited<E> {
     body: Incoming,
     stall: StallTimer,
+    /// Where the data bytes read are counted, if anywhere.
+    bytes_read: Option<Counter>,
     errors: PhantomData<fn() -> E>,
 }
 
@@ -37,8 +40,15 @@ impl<E> StallLimited<E> {
         StallLimited {
             body,
             stall: StallTimer::new(limit),
+            bytes_read: None,
             errors: PhantomData,
         }
+    }
+
+    /// Counts the data bytes read into `counter`.
+    pub fn counting_into(mut self, counter: Counter) -> StallLimited<E> {
+        self.bytes_read = Some(counter);
+        self
     }
 }
 
@@ -54,6 +64,9 @@ impl<E: StallErrors> Body for StallLimited<E> {
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.stall.frame_came();
+                if let (Some(counter), Some(Ok(frame))) = (&this.bytes_read, &frame) {
+                    counter.inc_by(frame.data_ref().map_or(0, |data| data.len() as u64));
+                }
                 Poll::Ready(frame.map(|frame| frame.map_err(E::broken)))
             }
             Poll::Pending => {

@@ -2,8 +2,9 @@
 //! and on demand (ADR 0006) by the worker in `names`; SRV owner names are
 //! resolved when a connection is opened, through a bounded cache (`srv`).
 //! DNS itself sits behind the narrow `Dns` trait: `hickory` is the real one,
-//! tests feed fakes.
+//! tests feed fakes, and `counted` counts any one's queries in the metrics.
 
+mod counted;
 pub mod names;
 
 use std::net::IpAddr;
@@ -14,6 +15,7 @@ use futures_util::future::BoxFuture;
 pub mod hickory;
 pub mod srv;
 
+pub use counted::CountedDns;
 pub use hickory::{HickoryDns, SystemConfigError};
 pub use names::{AddressSink, NameResolver, ResolvedNames};
 pub use srv::{CacheTtls, SrvConnection, SrvDialError, SrvResolver};

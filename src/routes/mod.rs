@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::{Desired, DesiredHosts, Diagnostic, ProviderId, Severity, UpstreamTarget};
+use crate::metrics::Metrics;
 use crate::resolve::{AddressSink, ResolvedNames};
 use crate::upstream::{EndpointInputs, EndpointRegistry};
 use grace::Grace;
@@ -43,6 +44,8 @@ pub struct Router {
     moves: watch::Sender<u64>,
     /// The earliest end of a grace period, for `expire_grace`.
     grace_deadline: watch::Sender<Option<Instant>>,
+    /// Counts swaps and the time each table took to build.
+    metrics: Arc<Metrics>,
 }
 
 /// Everything a table is built from, and what the last build found.
@@ -81,7 +84,14 @@ impl Router {
             names: watch::Sender::new(Arc::default()),
             moves: watch::Sender::new(0),
             grace_deadline: watch::Sender::new(None),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts its swaps in `metrics` (else in metrics of its own, unread).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Router {
+        self.metrics = metrics;
+        self
     }
 
     /// The table requests are routed with right now.
@@ -215,7 +225,9 @@ impl Router {
             .iter()
             .map(|(provider, published)| (*provider, published.served()))
             .collect();
+        let started = std::time::Instant::now();
         let (table, conflicts) = RouteTable::build(&served, &context);
+        self.metrics.table_swapped(started.elapsed());
         // The old table's endpoints go with it, unless the new one kept them;
         // connects to addresses it alone had are abandoned.
         drop(self.current.swap(Arc::new(table)));

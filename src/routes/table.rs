@@ -3,11 +3,12 @@
 //! first. Built once per change; lookups borrow and never allocate.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::config::{
     DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite, Upgrades,
 };
+use crate::metrics::{LocationCounters, Metrics};
 use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
 
 #[derive(Default)]
@@ -37,6 +38,10 @@ pub struct Location {
     pub rewrite: Option<Rewrite>,
     /// The protocols a client may switch to; any other `Upgrade` is not forwarded.
     pub upgrades: Upgrades,
+    /// Its host as configured (`*.example.com`), for metrics.
+    pub host: Arc<str>,
+    /// Its requests' metric series, resolved at its first request.
+    counters: OnceLock<Arc<LocationCounters>>,
 }
 
 impl Location {
@@ -44,6 +49,12 @@ impl Location {
     /// names), so one that lost its upstream may wait for where it went.
     pub fn follows_moves(&self) -> bool {
         self.upstreams_move || !self.upstreams.names().is_empty()
+    }
+
+    /// The metric series its requests count in.
+    pub fn counters(&self, metrics: &Metrics) -> &Arc<LocationCounters> {
+        self.counters
+            .get_or_init(|| Arc::new(metrics.location(self.host.clone(), self.prefix.clone())))
     }
 }
 
@@ -152,6 +163,8 @@ fn build_location(
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
         upgrades: config.upgrades.clone(),
+        host: host.pattern.to_string().into(),
+        counters: OnceLock::new(),
     }
 }
 

@@ -206,11 +206,13 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
             Duration::from_secs(1),
             registry,
             Arc::new(Unconfigured("no DNS in this test".into())),
+            Arc::default(),
         ),
         resolve_hints: Arc::new(()),
         upstream_timeout: Duration::from_secs(5),
         upstream_wait: Duration::from_millis(100),
         client_body_timeout: Duration::from_secs(5),
+        metrics: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -163,6 +163,24 @@ pub enum EventAction {
     NetworkDisconnect,
 }
 
+impl EventAction {
+    /// Its name in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            EventAction::Start => "start",
+            EventAction::Stopping => "stopping",
+            EventAction::Die => "die",
+            EventAction::Destroy => "destroy",
+            EventAction::Health => "health_status",
+            EventAction::Pause => "pause",
+            EventAction::Unpause => "unpause",
+            EventAction::Rename => "rename",
+            EventAction::NetworkConnect => "network_connect",
+            EventAction::NetworkDisconnect => "network_disconnect",
+        }
+    }
+}
+
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<DockerEvent, DockerError>> + Send>>;
 
 pub trait DockerApi: Send + Sync + 'static {

@@ -30,6 +30,7 @@ use tokio::time::Instant;
 use super::dns_servers::{self, RETRY_INTERVAL};
 use crate::config::{Desired, ProviderId};
 use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
+use crate::metrics::Metrics;
 use crate::resolve::Dns;
 use crate::routes::Router;
 use crate::settings::DockerSettings;
@@ -38,16 +39,24 @@ use crate::settings::DockerSettings;
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 
 /// Runs until the process ends: connect, follow, and on any loss reconnect.
-/// `dns` is asked for the addresses of DNS servers written as names.
-pub async fn run_provider(settings: DockerSettings, router: Arc<Router>, dns: Arc<dyn Dns>) {
-    let mut state = ProviderState::new(&settings);
+/// `dns` is asked for the addresses of DNS servers written as names;
+/// `metrics` counts the connection's state and the events followed.
+pub async fn run_provider(
+    settings: DockerSettings,
+    router: Arc<Router>,
+    dns: Arc<dyn Dns>,
+    metrics: Arc<Metrics>,
+) {
+    let mut state = ProviderState::new(&settings, metrics.clone());
     let mut backoff = Duration::from_millis(250);
     loop {
         match BollardApi::connect(&settings.host).await {
             Ok(api) => {
                 tracing::info!(host = %settings.host, "connected to Docker");
                 backoff = Duration::from_millis(250);
+                metrics.docker_connected(true);
                 let error = follow(&api, &settings, &mut state, &router, &*dns).await;
+                metrics.docker_connected(false);
                 tracing::warn!(%error, "lost Docker; serving the last routes while reconnecting");
             }
             Err(error) => {
@@ -68,10 +77,11 @@ pub struct ProviderState {
     own_id: Option<String>,
     /// When to publish again because a DNS server name had no address.
     dns_server_retry: Option<Instant>,
+    metrics: Arc<Metrics>,
 }
 
 impl ProviderState {
-    pub fn new(settings: &DockerSettings) -> ProviderState {
+    pub fn new(settings: &DockerSettings, metrics: Arc<Metrics>) -> ProviderState {
         ProviderState {
             containers: Vec::new(),
             stopping: HashSet::new(),
@@ -83,6 +93,7 @@ impl ProviderState {
             },
             own_id: None,
             dns_server_retry: None,
+            metrics,
         }
     }
 
@@ -189,6 +200,7 @@ async fn apply_event<A: DockerApi>(
     event: DockerEvent,
 ) -> Result<(), DockerError> {
     tracing::debug!(?event, "Docker event");
+    state.metrics.docker_event(event.action.label());
     if state.own_id.as_deref() == Some(event.container.as_str()) {
         return learn_own_networks(api, settings, state).await;
     }

@@ -130,7 +130,7 @@ impl Harness {
             async move {
                 // Held for as long as the provider runs, as `run` holds it.
                 let _names = names;
-                let mut state = ProviderState::new(&settings);
+                let mut state = ProviderState::new(&settings, Arc::default());
                 follow(&docker, &settings, &mut state, &router, &*dns_servers).await
             }
         });

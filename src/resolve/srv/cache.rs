@@ -2,7 +2,8 @@
 //! of resolution settings. It owns when a name is looked up again (record TTLs
 //! clamped to min/max, negative answers, failures keeping the last good
 //! answer, single flight, a bound on names) and the counters of lookups and
-//! dial attempts. It does not choose targets or dial (`order`, `dial`).
+//! dial attempts (its own, and the process's metrics when given). It does
+//! not choose targets or dial (`order`, `dial`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,7 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use tokio::time::Instant;
 
+use crate::metrics::{Metrics, SrvLookup};
 use crate::resolve::{Dns, IpAnswer, LookupError, SrvAnswer};
 
 /// How long after an expired answer's refresh started lookups wait for it
@@ -75,6 +77,8 @@ pub struct SrvResolver {
     owners: Arc<NameCache<SrvAnswer>>,
     targets: Arc<NameCache<IpAnswer>>,
     dial_attempts: Arc<DialCounters>,
+    /// Where owner lookups and dial attempts are also counted, process-wide.
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl SrvResolver {
@@ -88,17 +92,28 @@ impl SrvResolver {
             owners: Arc::new(NameCache::new(Arc::clone(&dns), ttls, capacity)),
             targets: Arc::new(NameCache::new(dns, ttls, capacity)),
             dial_attempts: Arc::default(),
+            metrics: None,
         }
+    }
+
+    /// Also counts owner lookups and dial attempts in `metrics`.
+    pub fn counting_into(mut self, metrics: Arc<Metrics>) -> SrvResolver {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// The SRV answer of `owner`, from the cache or looked up.
     pub async fn lookup_srv(&self, owner: &str) -> Result<SrvAnswer, LookupError> {
-        self.owners.resolve(owner).await
+        let (result, served) = self.owners.resolve(owner).await;
+        if let Some(metrics) = &self.metrics {
+            metrics.srv_lookup(served);
+        }
+        result
     }
 
     /// The addresses of an SRV target, from the cache or looked up.
     pub async fn lookup_ip(&self, target: &str) -> Result<IpAnswer, LookupError> {
-        self.targets.resolve(target).await
+        self.targets.resolve(target).await.0
     }
 
     pub fn stats(&self) -> SrvStats {
@@ -111,6 +126,9 @@ impl SrvResolver {
 
     pub(super) fn count_dial_attempt(&self, tier: usize, success: bool) {
         self.dial_attempts.count(tier, success);
+        if let Some(metrics) = &self.metrics {
+            metrics.srv_dial_attempt(tier, success);
+        }
     }
 }
 
@@ -176,7 +194,7 @@ impl<T: Clone> Entry<T> {
 
 /// What the cache can say without waiting.
 enum Cached<T> {
-    Ready(Result<T, LookupError>, fn(&LookupCounters) -> &AtomicU64),
+    Ready(Result<T, LookupError>, SrvLookup),
     Refreshing {
         refresh: Refresh<T>,
         fallback: Option<T>,
@@ -205,12 +223,13 @@ impl<T: Answer> NameCache<T> {
         }
     }
 
-    async fn resolve(self: &Arc<Self>, name: &str) -> Result<T, LookupError> {
+    /// The answer, and what served it (counted).
+    async fn resolve(self: &Arc<Self>, name: &str) -> (Result<T, LookupError>, SrvLookup) {
         let key = name.to_ascii_lowercase();
         let served = match self.cached(&key) {
-            Cached::Ready(result, counter) => {
-                counter(&self.counts).fetch_add(1, Ordering::Relaxed);
-                return result;
+            Cached::Ready(result, served) => {
+                self.counts.count(served);
+                return (result, served);
             }
             Cached::Refreshing {
                 refresh,
@@ -226,13 +245,13 @@ impl<T: Answer> NameCache<T> {
                 ..
             } => refresh.await,
         };
-        let (result, counter) = match served {
-            Served::Fresh(answer) => (Ok(answer), &self.counts.miss),
-            Served::Stale(answer) => (Ok(answer), &self.counts.stale),
-            Served::Nothing(error) => (Err(error), &self.counts.error),
+        let (result, served) = match served {
+            Served::Fresh(answer) => (Ok(answer), SrvLookup::Miss),
+            Served::Stale(answer) => (Ok(answer), SrvLookup::Stale),
+            Served::Nothing(error) => (Err(error), SrvLookup::Error),
         };
-        counter.fetch_add(1, Ordering::Relaxed);
-        result
+        self.counts.count(served);
+        (result, served)
     }
 
     fn cached(self: &Arc<Self>, key: &str) -> Cached<T> {
@@ -242,10 +261,12 @@ impl<T: Answer> NameCache<T> {
         let entry = self.entry(&mut entries, key, now);
         if entry.refresh.is_none() && now < entry.next_lookup {
             match (entry.usable(now, max_ttl), &entry.failure) {
-                (Some(answer), None) => return Cached::Ready(Ok(answer.clone()), |c| &c.hit),
-                (Some(answer), Some(_)) => return Cached::Ready(Ok(answer.clone()), |c| &c.stale),
+                (Some(answer), None) => return Cached::Ready(Ok(answer.clone()), SrvLookup::Hit),
+                (Some(answer), Some(_)) => {
+                    return Cached::Ready(Ok(answer.clone()), SrvLookup::Stale)
+                }
                 (None, Some(failure)) => {
-                    return Cached::Ready(Err(failure.clone()), |c| &c.negative)
+                    return Cached::Ready(Err(failure.clone()), SrvLookup::Negative)
                 }
                 (None, None) => {}
             }
@@ -372,6 +393,17 @@ struct LookupCounters {
 }
 
 impl LookupCounters {
+    fn count(&self, served: SrvLookup) {
+        let counter = match served {
+            SrvLookup::Hit => &self.hit,
+            SrvLookup::Miss => &self.miss,
+            SrvLookup::Stale => &self.stale,
+            SrvLookup::Negative => &self.negative,
+            SrvLookup::Error => &self.error,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn snapshot(&self) -> LookupCounts {
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         LookupCounts {
