@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{
-    ContainerRef, DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing, LocationConfig, Retry,
-    Rewrite, Upgrades, UpstreamConfig,
+    ContainerRef, DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing,
+    LocationConfig, Retry, Rewrite, Upgrades, UpstreamConfig,
 };
 
 use super::route::{LabelRoute, LocationSettings};

@@ -29,9 +29,8 @@ pub use keys::ROUTE_KEYS;
 use std::net::SocketAddr;
 
 use crate::config::{
-    ContainerRef,
-    values, DesiredHosts, Diagnostic, Findings, NamedDnsServer, Origin, UpstreamConfig,
-    UpstreamTarget,
+    values, ContainerRef, DesiredHosts, Diagnostic, Findings, NamedDnsServer, Origin,
+    UpstreamConfig, UpstreamTarget,
 };
 
 use merge::Locations;

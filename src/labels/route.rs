@@ -9,9 +9,8 @@ use http::{HeaderName, HeaderValue};
 
 use crate::config::values::{self, ResolutionMode, RewriteKind};
 use crate::config::{
-    ContainerRef,
-    parse_duration, HealthCheck, HostPattern, LoadBalancing, Protocol, Retry, Rewrite,
-    SrvResolution, Upgrades, UpstreamConfig, UpstreamTarget,
+    parse_duration, ContainerRef, HealthCheck, HostPattern, LoadBalancing, Protocol, Retry,
+    Rewrite, SrvResolution, Upgrades, UpstreamConfig, UpstreamTarget,
 };
 
 use super::keys::{RouteLabels, HEADER_KEY_START};
