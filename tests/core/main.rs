@@ -16,6 +16,7 @@ mod hostile_http2;
 mod infra_faults;
 mod lifecycle;
 mod load;
+mod metrics;
 mod protocols;
 mod resolve;
 mod routes_file;
