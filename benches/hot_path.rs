@@ -1,6 +1,7 @@
 //! Per-request costs of the work the proxy does for every request, one
-//! criterion group per piece: `rewrite` (the path an upstream receives) and
-//! `pick` (choosing an upstream). Inputs are built once, outside the measured
+//! criterion group per piece: `rewrite` (the path an upstream receives),
+//! `pick` (choosing an upstream) and `count_request` (its metrics: through
+//! the location's handles, against label strings made per request). Inputs are built once, outside the measured
 //! loop, as the route table builds them once at load.
 //!
 //! `cargo bench --bench hot_path` (add `-- rewrite` for one group).
@@ -11,8 +12,12 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use http::uri::PathAndQuery;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
 use dockhand::config::{parse_routes_file, LoadBalancing, LocationConfig, Rewrite};
+use dockhand::metrics::Metrics;
 use dockhand::proxy::rewrite::rewrite_path;
 use dockhand::upstream::{CheckSettings, EndpointInputs, EndpointRegistry, UpstreamSet};
 
@@ -117,5 +122,41 @@ fn pick(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(hot_path, rewrite, pick);
+/// A request's metrics: by status through its location's handles (what
+/// dockhand does), and, for comparison, through families keyed by label
+/// strings made for each request.
+fn count_request(c: &mut Criterion) {
+    let metrics = Metrics::default();
+    let location = metrics.location("a.test".into(), "/api".into());
+    let duration = Duration::from_millis(3);
+    let mut group = c.benchmark_group("count_request");
+    group.bench_function("location_handles", |b| {
+        b.iter(|| black_box(&location).count(black_box(200), duration, 1234))
+    });
+    type Labels = Vec<(String, String)>;
+    let requests = Family::<Labels, Counter>::default();
+    let durations = Family::<Labels, Histogram>::new_with_constructor(|| {
+        Histogram::new(exponential_buckets(0.001, 2.0, 16))
+    });
+    let bytes_out = Family::<Labels, Counter>::default();
+    group.bench_function("string_labels", |b| {
+        b.iter(|| {
+            let host = ("host".to_owned(), black_box("a.test").to_owned());
+            let by_status = vec![
+                host.clone(),
+                ("location".to_owned(), black_box("/api").to_owned()),
+                ("code".to_owned(), black_box(200).to_string()),
+            ];
+            requests.get_or_create(&by_status).inc();
+            let by_host = vec![host];
+            durations
+                .get_or_create(&by_host)
+                .observe(duration.as_secs_f64());
+            bytes_out.get_or_create(&by_host).inc_by(1234);
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(hot_path, rewrite, pick, count_request);
 criterion_main!(hot_path);
