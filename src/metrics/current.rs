@@ -56,7 +56,9 @@ pub(super) fn read(current: &dyn CurrentState) -> Registry {
             location: reading.location.to_owned(),
             address: reading.address,
         };
-        healthy.get_or_create(&labels).set(i64::from(reading.healthy));
+        healthy
+            .get_or_create(&labels)
+            .set(i64::from(reading.healthy));
         in_flight
             .get_or_create(&labels)
             .set(i64::try_from(reading.in_flight).unwrap_or(i64::MAX));

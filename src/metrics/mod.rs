@@ -157,7 +157,11 @@ impl Metrics {
         }
         for protocol in [ClientProtocol::Http1, ClientProtocol::H2] {
             let protocol = protocol.label();
-            drop(metrics.connections.get_or_create(&ProtocolLabels { protocol }));
+            drop(
+                metrics
+                    .connections
+                    .get_or_create(&ProtocolLabels { protocol }),
+            );
         }
         metrics.register();
         metrics

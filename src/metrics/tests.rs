@@ -3,10 +3,13 @@ use std::time::Duration;
 
 use super::*;
 
+/// Host, location, address, healthy, in flight.
+type Reading = (&'static str, &'static str, &'static str, bool, u64);
+
 /// A route table of fixed readings.
 #[derive(Default)]
 struct Fixed {
-    upstreams: RefCell<Vec<(&'static str, &'static str, &'static str, bool, u64)>>,
+    upstreams: RefCell<Vec<Reading>>,
     diagnostics: DiagnosticCounts,
 }
 
@@ -40,9 +43,7 @@ fn a_request_counts_under_its_host_pattern_location_and_status() {
     location.count(200, Duration::from_millis(5), 30);
     location.count(502, Duration::from_millis(1), 0);
     location.bytes_in().inc_by(7);
-    metrics
-        .unmatched()
-        .count(404, Duration::from_millis(1), 20);
+    metrics.unmatched().count(404, Duration::from_millis(1), 20);
     let text = metrics.render(&());
     for line in [
         r#"dockhand_requests_total{host="*.example.com",location="/api",code="200"} 2"#,

@@ -374,7 +374,10 @@ impl CurrentState for Router {
     fn diagnostic_counts(&self) -> DiagnosticCounts {
         let inputs = self.lock_inputs();
         let mut counts = DiagnosticCounts::default();
-        let every = inputs.providers.values().flat_map(|p| &p.desired.diagnostics);
+        let every = inputs
+            .providers
+            .values()
+            .flat_map(|p| &p.desired.diagnostics);
         for diagnostic in every {
             match diagnostic.severity {
                 Severity::Error => counts.errors += 1,

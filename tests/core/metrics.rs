@@ -112,9 +112,16 @@ async fn requests_count_by_host_pattern_location_and_status_and_unknown_hosts_as
             0.0,
         ),
     ] {
-        assert_eq!(value_of(&text, series), Some(expected), "{series} in:\n{text}");
+        assert_eq!(
+            value_of(&text, series),
+            Some(expected),
+            "{series} in:\n{text}"
+        );
     }
-    let bytes_out = value_of(&text, r#"dockhand_response_body_bytes_total{host="a.test"}"#);
+    let bytes_out = value_of(
+        &text,
+        r#"dockhand_response_body_bytes_total{host="a.test"}"#,
+    );
     assert!(bytes_out.is_some_and(|bytes| bytes > 0.0), "{text}");
     assert!(
         !text.contains("one.wild.test") && !text.contains("nowhere.test"),
@@ -147,7 +154,11 @@ async fn a_thousand_random_hosts_add_no_series() {
     let text = scrape(proxy.admin).await;
     let wild = r#"dockhand_requests_total{host="*.wild.test",location="/",code="200"}"#;
     assert_eq!(value_of(&text, wild), Some(501.0), "{text}");
-    assert_eq!(series_count(&text), before, "the series did not grow:\n{text}");
+    assert_eq!(
+        series_count(&text),
+        before,
+        "the series did not grow:\n{text}"
+    );
 }
 
 #[tokio::test]
@@ -188,7 +199,11 @@ async fn retries_and_errors_are_counted_by_reason() {
             0.0,
         ),
     ] {
-        assert_eq!(value_of(&text, series), Some(expected), "{series} in:\n{text}");
+        assert_eq!(
+            value_of(&text, series),
+            Some(expected),
+            "{series} in:\n{text}"
+        );
     }
 }
 
@@ -198,7 +213,10 @@ async fn open_client_connections_are_counted_by_protocol() {
     let proxy = Proxy::start(&one_route("a.test", backend.addr)).await;
     let h2 = r#"dockhand_client_connections{protocol="h2"}"#;
     let mut connection = h2_connection(proxy.addr).await;
-    let response = connection.send_request(h2_get("a.test", "/")).await.unwrap();
+    let response = connection
+        .send_request(h2_get("a.test", "/"))
+        .await
+        .unwrap();
     assert_eq!(read_reply(response).await.status, StatusCode::OK);
     wait_for(proxy.admin, h2, 1.0).await;
     drop(connection);
@@ -246,7 +264,10 @@ impl PrometheusServer {
         let address = free_port();
         let child = Command::new("prometheus")
             .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
             .arg(format!("--web.listen-address={address}"))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log_file(dir.path())))
