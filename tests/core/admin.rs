@@ -353,3 +353,47 @@ async fn an_admin_listener_off_loopback_without_a_token_is_refused() {
     assert!(!with_token.is_finished(), "a token makes it acceptable");
     with_token.abort();
 }
+
+/// The binary reads its token from a file (a Docker secret), and
+/// `dockhand healthcheck` sends it from the same setting.
+#[tokio::test]
+async fn the_binary_takes_its_token_from_a_file_and_healthcheck_sends_it() {
+    let backend = Backend::echo("a").await;
+    let secret = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(secret.path(), "from-a-secret\n").unwrap();
+    let token_flag = ["--admin-token-file", secret.path().to_str().unwrap()];
+    let proxy = ProxyProcess::start(&one_route("a.test", backend.addr), &token_flag).await;
+    eventually("the admin listener answers", || async {
+        tokio::net::TcpStream::connect(proxy.admin).await.is_ok()
+    })
+    .await;
+    let hosts = "/api/v1/hosts";
+    assert_eq!(
+        admin_get(proxy.admin, hosts, None).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let admitted = admin_get(proxy.admin, hosts, Some("Bearer from-a-secret")).await;
+    assert_eq!(admitted.status, StatusCode::OK);
+    let admin = proxy.admin.to_string();
+    let secret_path = secret.path().to_owned();
+    let (with, without) = tokio::task::spawn_blocking(move || {
+        let healthcheck = |with_token: bool| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_dockhand"));
+            command.env_clear().args(["--admin-listen", &admin]);
+            if with_token {
+                command.arg("--admin-token-file").arg(&secret_path);
+            }
+            command.arg("healthcheck").output().unwrap()
+        };
+        (healthcheck(true), healthcheck(false))
+    })
+    .await
+    .unwrap();
+    assert!(
+        with.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with.stderr)
+    );
+    assert_eq!(without.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&without.stderr).contains("401"));
+}
