@@ -280,17 +280,16 @@ impl PrometheusServer {
         }
     }
 
-    /// The value of the instant query `query`'s first series, if it has one.
+    /// The value of the instant query `query`'s first series, if it has
+    /// one; `None` too while Prometheus does not listen yet.
     async fn query(&self, query: &str) -> Option<String> {
+        tokio::net::TcpStream::connect(self.address).await.ok()?;
         let path = format!("/api/v1/query?query={}", encode_query(query));
-        let reply = tokio::time::timeout(
-            Duration::from_secs(2),
-            try_get(self.address, "127.0.0.1", &path),
-        )
-        .await
-        .ok()??;
-        let json: serde_json::Value = serde_json::from_slice(&reply).ok()?;
-        json["data"]["result"][0]["value"][1]
+        let reply = get(self.address, "127.0.0.1", &path).await;
+        if reply.status != StatusCode::OK {
+            return None;
+        }
+        reply.json()["data"]["result"][0]["value"][1]
             .as_str()
             .map(str::to_owned)
     }
@@ -309,22 +308,6 @@ impl Drop for PrometheusServer {
 
 fn log_file(dir: &Path) -> std::fs::File {
     std::fs::File::create(dir.join("prometheus.log")).unwrap()
-}
-
-/// `GET path`'s body, or `None` while nothing listens (Prometheus starting).
-async fn try_get(address: SocketAddr, host: &str, path: &str) -> Option<Vec<u8>> {
-    let stream = tokio::net::TcpStream::connect(address).await.ok()?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .ok()?;
-    tokio::spawn(connection);
-    let response = sender
-        .send_request(request("GET", host, path).body(empty()).unwrap())
-        .await
-        .ok()?;
-    let reply = read_reply(response).await;
-    (reply.status == StatusCode::OK).then(|| reply.body.to_vec())
 }
 
 /// Percent-encodes a PromQL query for a URL's query string.
