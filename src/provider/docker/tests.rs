@@ -12,6 +12,7 @@ use futures_util::future::BoxFuture;
 use super::*;
 use crate::config::{Diagnostic, Origin};
 use crate::labels::Health;
+use crate::metrics::Metrics;
 use crate::resolve::srv::fake_dns::{ip_answer, FakeDns};
 use crate::resolve::{Dns, IpAnswer, LookupError, NameResolver, SrvAnswer};
 use crate::routes::RouteMiss;
@@ -73,6 +74,8 @@ struct Harness {
     router: Arc<Router>,
     dns: Arc<CountingDns>,
     follow: tokio::task::JoinHandle<DockerError>,
+    /// Shared by the router and the provider, as `run` shares them.
+    metrics: Arc<Metrics>,
 }
 
 const GRACE: Duration = Duration::from_secs(5);
@@ -106,7 +109,8 @@ impl Harness {
             events: Mutex::new(Some(receiver)),
         });
         let registry = Arc::new(crate::upstream::EndpointRegistry::new());
-        let router = Arc::new(Router::new(registry, GRACE));
+        let metrics = Arc::new(Metrics::default());
+        let router = Arc::new(Router::new(registry, GRACE).with_metrics(metrics.clone()));
         tokio::spawn({
             let router = router.clone();
             async move { router.expire_grace_periods().await }
@@ -126,11 +130,11 @@ impl Harness {
         );
         let mut changes = router.subscribe();
         let follow = tokio::spawn({
-            let (docker, router) = (docker.clone(), router.clone());
+            let (docker, router, metrics) = (docker.clone(), router.clone(), metrics.clone());
             async move {
                 // Held for as long as the provider runs, as `run` holds it.
                 let _names = names;
-                let mut state = ProviderState::new(&settings, Arc::default());
+                let mut state = ProviderState::new(&settings, metrics);
                 follow(&docker, &settings, &mut state, &router, &*dns_servers).await
             }
         });
@@ -141,6 +145,7 @@ impl Harness {
             router,
             dns,
             follow,
+            metrics,
         }
     }
 
@@ -200,6 +205,24 @@ async fn containers_at_start_are_routed() {
     let mut upstreams = harness.upstreams().unwrap();
     upstreams.sort();
     assert_eq!(upstreams, ["10.0.0.2:8080", "10.0.0.3:8080"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn events_swaps_and_upstreams_show_in_the_metrics() {
+    let harness = Harness::start(vec![web("a", "10.0.0.2")]).await;
+    harness.event("a", EventAction::Stopping).await;
+    harness.event("a", EventAction::Start).await;
+    harness.event("a", EventAction::Start).await;
+    let text = harness.metrics.render(&*harness.router);
+    for line in [
+        r#"dockhand_docker_events_total{action="stopping"} 1"#,
+        r#"dockhand_docker_events_total{action="start"} 2"#,
+        // Containers at start, taken out, back in; the second start changed nothing.
+        "dockhand_route_table_swaps_total 3",
+        r#"dockhand_upstream_healthy{host="web.test",location="/",address="10.0.0.2:8080"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

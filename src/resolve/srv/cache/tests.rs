@@ -5,6 +5,7 @@ use futures_util::future::join_all;
 use tokio::time::{advance, Instant};
 
 use super::*;
+use crate::metrics::Metrics;
 use crate::resolve::srv::fake_dns::{srv_answer, FakeDns};
 
 const OWNER: &str = "_app._tcp.example.internal";
@@ -255,5 +256,32 @@ fn dial_attempts_are_counted_by_tier_and_result() {
                 failure: 1
             },
         ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn owner_lookups_and_dial_attempts_are_also_counted_in_the_metrics() {
+    let dns = Arc::new(FakeDns::default());
+    dns.set_srv(OWNER, answer_on_port(1, 30));
+    let metrics = Arc::new(Metrics::default());
+    let resolver = resolver(&dns, ttls(5, 60, 5)).counting_into(metrics.clone());
+    assert_eq!(port(&resolver).await, Ok(1));
+    assert_eq!(port(&resolver).await, Ok(1));
+    resolver.lookup_ip("node.example.internal").await.ok();
+    resolver.count_dial_attempt(1, false);
+    let text = metrics.render(&());
+    for line in [
+        r#"dockhand_proxy_origin_srv_lookups_total{result="miss"} 1"#,
+        r#"dockhand_proxy_origin_srv_lookups_total{result="hit"} 1"#,
+        r#"dockhand_proxy_origin_srv_lookups_total{result="error"} 0"#,
+        r#"dockhand_proxy_origin_srv_dial_attempts_total{tier="1",result="failure"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} not in:\n{text}");
+    }
+    let target_lookups = resolver.stats().target_lookups;
+    assert_eq!(
+        target_lookups.miss + target_lookups.error,
+        1,
+        "target lookups are the resolver's own"
     );
 }
