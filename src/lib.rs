@@ -31,6 +31,9 @@
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
 //! - `admin`: the admin listener: what is served and why (hosts, addresses,
 //!   diagnostics), health probes, behind a token off loopback.
+//! - `metrics`: Prometheus metrics, counted by the parts above as things
+//!   happen (one `Metrics` shared by `Arc`) and served by `admin` at
+//!   `/metrics`. Imports nothing else of dockhand's.
 //! - `limits`: the process's open-file limit, raised at start.
 
 pub mod admin;
