@@ -7,9 +7,11 @@
 //! dockhand on the host and in a container); each other module is a group of
 //! scenarios, each one an assertion.
 
+mod browser;
 mod support;
 
 mod backend;
+mod dashboard;
 mod deploys;
 mod engine;
 mod leaks;
