@@ -62,6 +62,31 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+impl Diagnostic {
+    /// The admin API's and `dockhand check --format json`'s form.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut view = serde_json::json!({
+            "severity": self.severity.to_string(),
+            "key": self.key,
+            "value": null,
+            "reason": self.reason,
+            "suggestion": null,
+            "message": self.to_string(),
+        });
+        match &self.origin {
+            Origin::Container { name, id } => {
+                view["source"] = "container".into();
+                view["container"] = serde_json::json!({"name": name, "id": id});
+            }
+            Origin::RoutesFile { path } => {
+                view["source"] = "routes_file".into();
+                view["path"] = path.display().to_string().into();
+            }
+        }
+        view
+    }
+}
+
 /// Collects the diagnostics of one origin.
 pub struct Findings<'a> {
     origin: Origin,

@@ -159,6 +159,7 @@ fn read_location(
         upstreams,
         // Written addresses stay put; names are followed through DNS.
         upstreams_move: false,
+        containers: Vec::new(),
     })
 }
 
@@ -302,6 +303,7 @@ fn read_upstream(
         verify,
         headers_add,
         protocol,
+        container: None,
     })
 }
 

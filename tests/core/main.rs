@@ -6,6 +6,7 @@ mod raw_h2;
 mod support;
 mod upstreams;
 
+mod admin;
 mod causes;
 mod client_faults;
 mod forwarding;
