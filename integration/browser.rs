@@ -286,7 +286,10 @@ fn devtools_endpoint(profile: &Path) -> (SocketAddr, String) {
 fn decode_base64(text: &str) -> Result<Vec<u8>, String> {
     let mut bytes = Vec::with_capacity(text.len() / 4 * 3);
     let (mut bits, mut held) = (0u32, 0u32);
-    for c in text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=') {
+    for c in text
+        .bytes()
+        .filter(|c| !c.is_ascii_whitespace() && *c != b'=')
+    {
         let value = match c {
             b'A'..=b'Z' => c - b'A',
             b'a'..=b'z' => c - b'a' + 26,

@@ -103,21 +103,44 @@ fn the_dashboard_shows_hosts_and_label_typos_and_follows_stopped_containers_with
     let shown = browser.wait_for(&format!("{web_host} on the page"), &host_text(&web_host));
     let shown = shown.as_str().unwrap_or_default();
     assert!(shown.contains(&web_addr.to_string()), "{shown}");
-    assert!(shown.contains(&format!("container {}", web.name)), "{shown}");
+    assert!(
+        shown.contains(&format!("container {}", web.name)),
+        "{shown}"
+    );
     assert!(shown.contains("from docker"), "{shown}");
 
-    // The typo, its value, and what was probably meant.
+    // The typo, with what was probably meant, and every other field the
+    // API gives of it.
     let typo_text = browser.wait_for(
         "the dockhand.prot diagnostic",
         &diagnostic_text(&typo.name, "dockhand.prot"),
     );
     let typo_text = typo_text.as_str().unwrap_or_default();
-    assert!(
-        typo_text.contains("did you mean dockhand.port?"),
-        "{typo_text}"
-    );
-    assert!(typo_text.contains("dockhand.prot = 80"), "{typo_text}");
-    assert!(typo_text.contains("warning"), "{typo_text}");
+    assert!(typo_text.contains("did you mean"), "{typo_text}");
+    assert!(typo_text.contains("dockhand.port"), "{typo_text}");
+    let diagnostics = http_get(dockhand.admin_addr, "localhost", "/api/v1/diagnostics")
+        .unwrap()
+        .json();
+    let typo_diagnostic = diagnostics["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["container"]["name"] == typo.name.as_str() && d["key"] == "dockhand.prot")
+        .unwrap_or_else(|| {
+            panic!(
+                "the API lists no dockhand.prot of {}: {diagnostics}",
+                typo.name
+            )
+        })
+        .clone();
+    for field in ["severity", "key", "value", "reason", "suggestion"] {
+        if let Some(shown) = typo_diagnostic[field].as_str() {
+            assert!(
+                typo_text.contains(shown),
+                "{field} {shown:?} not in {typo_text}"
+            );
+        }
+    }
 
     // The routes file's host, checked and reachable.
     browser.wait_for_value(
@@ -158,7 +181,10 @@ fn the_dashboard_shows_hosts_and_label_typos_and_follows_stopped_containers_with
         |status| status.as_str().is_some_and(|s| s.starts_with("lost: ")),
     );
     assert!(
-        status.as_str().unwrap_or_default().contains("connection lost"),
+        status
+            .as_str()
+            .unwrap_or_default()
+            .contains("connection lost"),
         "{status}"
     );
     assert_eq!(
@@ -214,7 +240,10 @@ fn with_a_token_the_dashboard_asks_for_it_and_keeps_it_out_of_the_url() {
     browser.type_into("#token", TOKEN);
     browser.press_enter();
     let shown = browser.wait_for(&format!("{host} on the page"), &host_text(&host));
-    assert!(shown.as_str().unwrap_or_default().contains(&host), "{shown}");
+    assert!(
+        shown.as_str().unwrap_or_default().contains(&host),
+        "{shown}"
+    );
     assert_eq!(
         browser
             .evaluate("document.querySelector('#login').hidden")

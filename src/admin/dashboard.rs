@@ -61,7 +61,12 @@ mod tests {
     fn the_page_inserts_data_as_text_only() {
         // Container names and labels are user input: the script never parses
         // data as markup.
-        for markup_sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"] {
+        for markup_sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+        ] {
             assert!(
                 !PAGE.contains(markup_sink),
                 "the dashboard uses {markup_sink}"

@@ -9,6 +9,7 @@ mod upstreams;
 mod admin;
 mod causes;
 mod client_faults;
+mod dashboard;
 mod forwarding;
 mod host_header;
 mod hostile_http1;
