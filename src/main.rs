@@ -1,17 +1,24 @@
-//! The `dockhand` binary: flags and environment to settings, logging, the
-//! runtime, the configuration checked before any port is bound, signals
-//! (SIGTERM/SIGINT drain and exit; SIGHUP is the routes file's), then `run`.
+//! The `dockhand` binary: flags and environment to settings, logging (the
+//! access log to its own place), the runtime, the configuration checked
+//! before any port is bound, signals (SIGTERM/SIGINT drain and exit; SIGHUP
+//! is the routes file's), then `run`. `dockhand check` checks without serving.
 
+mod check_command;
 mod cli;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{filter_fn, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{fmt, EnvFilter, Layer};
 
-use cli::{Flags, LogFormat};
+use cli::{AccessLog, Command, Flags, LogFormat};
+use dockhand::proxy::ACCESS_LOG_TARGET;
 use dockhand::settings::Settings;
 use dockhand::Listeners;
 
@@ -22,7 +29,13 @@ fn main() -> ExitCode {
         Ok(settings) => settings,
         Err(error) => error.exit(),
     };
-    init_logging(&flags);
+    if let Some(Command::Check(check)) = &flags.command {
+        return check_command::run(check, &settings);
+    }
+    if let Err(error) = init_logging(&flags) {
+        eprintln!("{error}");
+        return ExitCode::FAILURE;
+    }
     match dockhand::limits::raise_open_file_limit() {
         Ok(limit) if limit.before != limit.after => {
             tracing::info!(from = ?limit.before, to = ?limit.after, "open-file limit raised");
@@ -85,7 +98,10 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
     }
 }
 
-fn init_logging(flags: &Flags) {
+/// Logs to stdout; access events go where `--access-log` says (a file
+/// gets every one of them, whatever `--log-level` says). Fails only when
+/// the access-log file can't be opened.
+fn init_logging(flags: &Flags) -> Result<(), String> {
     let filter = EnvFilter::try_new(&flags.log_level).unwrap_or_else(|error| {
         eprintln!(
             "invalid --log-level {:?} ({error}); using info",
@@ -100,9 +116,50 @@ fn init_logging(flags: &Flags) {
         } else {
             LogFormat::Json
         });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let access_file = match &flags.access_log {
+        AccessLog::File(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|error| format!("can't open --access-log {}: {error}", path.display()))?,
+        ),
+        AccessLog::Off | AccessLog::Stdout => None,
+    };
+    let access_on_stdout = flags.access_log == AccessLog::Stdout;
+    let not_access =
+        filter_fn(move |event| access_on_stdout || !event.target().starts_with(ACCESS_LOG_TARGET));
+    let stdout = formatted(fmt::layer(), format)
+        .with_filter(filter)
+        .with_filter(not_access);
+    // A file gets JSON lines unless text was asked for by name.
+    let file_format = match flags.log_format {
+        Some(LogFormat::Pretty) => LogFormat::Pretty,
+        _ => LogFormat::Json,
+    };
+    let access = access_file.map(|file| {
+        let layer = fmt::layer().with_writer(Arc::new(file)).with_ansi(false);
+        formatted(layer, file_format)
+            .with_filter(Targets::new().with_target(ACCESS_LOG_TARGET, tracing::Level::INFO))
+    });
+    tracing_subscriber::registry()
+        .with(stdout)
+        .with(access)
+        .init();
+    Ok(())
+}
+
+/// `layer` in the chosen format.
+fn formatted<S, W>(
+    layer: fmt::Layer<S, fmt::format::DefaultFields, fmt::format::Format, W>,
+    format: LogFormat,
+) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    W: for<'writer> fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Pretty => builder.init(),
+        LogFormat::Json => layer.json().flatten_event(true).boxed(),
+        LogFormat::Pretty => layer.boxed(),
     }
 }

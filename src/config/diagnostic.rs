@@ -60,6 +60,10 @@ impl fmt::Display for Diagnostic {
             Origin::Container { name, .. } => {
                 write!(f, "container {name:?}: label {}: {}", self.key, self.reason)?
             }
+            // A file that can't be read has no key to name.
+            Origin::RoutesFile { path } if self.key.is_empty() => {
+                write!(f, "routes file {}: {}", path.display(), self.reason)?
+            }
             Origin::RoutesFile { path } => write!(
                 f,
                 "routes file {}: {}: {}",

@@ -6,7 +6,9 @@ mod raw_h2;
 mod support;
 mod upstreams;
 
+mod access_log;
 mod causes;
+mod check_command;
 mod client_faults;
 mod forwarding;
 mod host_header;
