@@ -11,6 +11,7 @@ mod support;
 
 mod backend;
 mod deploys;
+mod diagnostics;
 mod engine;
 mod leaks;
 mod provider;
