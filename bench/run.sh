@@ -258,7 +258,7 @@ start_dockhand_instance() {
     local name=$1 port=$2 filler=$3
     write_dockhand_routes "$WORK/$name.routes.json" "$filler"
     spawn "$PROXY_CPU" "$WORK/$name.log" "$DOCKHAND_BIN" --no-docker \
-        --routes "$WORK/$name.routes.json" --http-listen "127.0.0.1:$port" \
+        --routes "$WORK/$name.routes.json" --http-listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 \
         --workers 1 --log-level warn
     PID[$name]=$LAST_PID
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 
+use dockhand::admin::AdminToken;
 use dockhand::config::parse_duration;
 use dockhand::settings::{defaults, DockerHost, DockerSettings, Settings};
 
@@ -24,13 +25,34 @@ pub enum LogFormat {
 #[derive(Debug, Parser)]
 #[command(name = "dockhand", version, about)]
 pub struct Flags {
-    /// Without one, dockhand serves.
-    #[command(subcommand)]
-    pub command: Option<Command>,
-
     /// Address the HTTP listener binds.
     #[arg(long, env = "DOCKHAND_HTTP_LISTEN", default_value = defaults::HTTP_LISTEN)]
     pub http_listen: SocketAddr,
+
+    /// Address the admin listener (API, dashboard, metrics, probes) binds;
+    /// off loopback it needs --admin-token or --admin-token-file.
+    #[arg(long, env = "DOCKHAND_ADMIN_LISTEN", default_value = defaults::ADMIN_LISTEN, global = true)]
+    pub admin_listen: SocketAddr,
+
+    /// Bearer token the admin listener asks for (every path but /healthz).
+    #[arg(
+        long,
+        env = "DOCKHAND_ADMIN_TOKEN",
+        value_name = "TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub admin_token: Option<String>,
+
+    /// File holding the admin token (a Docker secret, say); surrounding
+    /// whitespace is not part of it.
+    #[arg(
+        long,
+        env = "DOCKHAND_ADMIN_TOKEN_FILE",
+        value_name = "FILE",
+        global = true
+    )]
+    pub admin_token_file: Option<PathBuf>,
 
     /// JSON routes file; reloaded on SIGHUP and when it changes.
     #[arg(long, env = "DOCKHAND_ROUTES", value_name = "FILE")]
@@ -124,17 +146,23 @@ pub struct Flags {
     /// or a file they are appended to (JSON lines; text with `--log-format pretty`).
     #[arg(long, env = "DOCKHAND_ACCESS_LOG", value_name = "off|stdout|FILE", default_value = defaults::ACCESS_LOG)]
     pub access_log: AccessLog,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
 }
 
-/// What dockhand does instead of serving.
-#[derive(Debug, Subcommand)]
+/// What to do instead of serving.
+#[derive(Debug, Subcommand, PartialEq, Eq)]
 pub enum Command {
+    /// Exit 0 when the admin listener's /readyz answers 200 (for the image's
+    /// HEALTHCHECK, which has no shell or curl), else 1.
+    Healthcheck,
     /// Check the routes file and the containers' labels without serving:
     /// print every problem, exit 1 if any is an error, 2 if Docker can't be reached.
     Check(CheckFlags),
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, PartialEq, Eq)]
 pub struct CheckFlags {
     /// Check this routes file (default: the one `--routes` or
     /// DOCKHAND_ROUTES gives dockhand). Given here, Docker is checked
@@ -198,6 +226,7 @@ impl Flags {
             }),
         };
         Ok(Settings {
+            admin_token: self.admin_token()?,
             docker,
             routes_file: self.routes.clone(),
             routes_poll_interval: self.routes_poll_interval.max(MIN_ROUTES_POLL_INTERVAL),
@@ -211,6 +240,28 @@ impl Flags {
             trusted_proxies: self.trusted_proxies.clone(),
             dns_resolver: self.dns_resolver,
         })
+    }
+
+    /// The token from `--admin-token` or the file `--admin-token-file` names.
+    pub fn admin_token(&self) -> Result<Option<AdminToken>, clap::Error> {
+        let invalid = |message: String| {
+            clap::Error::raw(clap::error::ErrorKind::ValueValidation, message + "\n")
+        };
+        let text = match (&self.admin_token, &self.admin_token_file) {
+            (None, None) => return Ok(None),
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "--admin-token and --admin-token-file are both given; keep one".into(),
+                ))
+            }
+            (Some(token), None) => token.clone(),
+            (None, Some(path)) => std::fs::read_to_string(path).map_err(|error| {
+                invalid(format!("--admin-token-file {}: {error}", path.display()))
+            })?,
+        };
+        AdminToken::new(&text)
+            .map(Some)
+            .ok_or_else(|| invalid("the admin token is empty".into()))
     }
 
     fn docker_host(&self, docker_host_env: Option<&str>) -> Result<DockerHost, clap::Error> {
@@ -277,6 +328,39 @@ mod tests {
     }
 
     #[test]
+    fn the_admin_token_comes_from_the_flag_or_a_file() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "from-file\n").unwrap();
+        let path = file.path().to_str().unwrap();
+        let token = |args: &[&str]| parse(args).unwrap().admin_token();
+        assert_eq!(token(&[]).unwrap(), None);
+        assert_eq!(
+            token(&["--admin-token", "flag"]).unwrap(),
+            AdminToken::new("flag")
+        );
+        assert_eq!(
+            token(&["--admin-token-file", path]).unwrap(),
+            AdminToken::new("from-file")
+        );
+        let both = token(&["--admin-token", "x", "--admin-token-file", path]);
+        assert!(both.unwrap_err().to_string().contains("both"));
+        let missing = token(&["--admin-token-file", "/nonexistent/token"]);
+        assert!(missing
+            .unwrap_err()
+            .to_string()
+            .contains("/nonexistent/token"));
+        let blank = token(&["--admin-token", " "]);
+        assert!(blank.unwrap_err().to_string().contains("empty"));
+    }
+
+    #[test]
+    fn healthcheck_is_a_subcommand_that_takes_the_admin_flags() {
+        let flags = parse(&["healthcheck", "--admin-listen", "0.0.0.0:9000"]).unwrap();
+        assert_eq!(flags.command, Some(Command::Healthcheck));
+        assert_eq!(flags.admin_listen, "0.0.0.0:9000".parse().unwrap());
+    }
+
+    #[test]
     fn zero_workers_is_refused() {
         let error = parse(&["--workers", "0"]).unwrap_err().to_string();
         assert!(error.contains("--workers"), "{error}");
@@ -317,6 +401,9 @@ mod tests {
     fn example_value(flag: &str) -> &'static str {
         match flag {
             "http-listen" => "127.0.0.1:8080",
+            "admin-listen" => "127.0.0.1:9091",
+            "admin-token" => "s3cret",
+            "admin-token-file" => "/run/secrets/dockhand_admin",
             "routes" => "/etc/dockhand/routes.json",
             "docker-host" => "tcp://docker-proxy:2375",
             "network" => "front,back",

@@ -1,6 +1,7 @@
 //! Why dockhand could not start or keep serving, as one type for `run` and
 //! `check`: each variant keeps the error underneath as its source.
 
+use crate::admin::ExposedWithoutToken;
 use crate::provider::file::RoutesFileError;
 use crate::settings::SettingsError;
 
@@ -10,4 +11,8 @@ pub enum Error {
     Settings(#[from] SettingsError),
     #[error(transparent)]
     RoutesFile(#[from] RoutesFileError),
+    #[error(transparent)]
+    AdminExposed(#[from] ExposedWithoutToken),
+    #[error("the admin listener's address is unknown: {0}")]
+    AdminListener(#[source] std::io::Error),
 }

@@ -29,8 +29,11 @@
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
+//! - `admin`: the admin listener: what is served and why (hosts, addresses,
+//!   diagnostics), health probes, behind a token off loopback.
 //! - `limits`: the process's open-file limit, raised at start.
 
+pub mod admin;
 pub mod config;
 pub mod connect;
 mod error;
@@ -51,6 +54,8 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 
+use admin::AdminState;
+use config::ProviderId;
 use connect::UpstreamClient;
 use provider::file::{self, FileProvider};
 use proxy::{ProxyState, ServerSettings};
@@ -62,6 +67,8 @@ use upstream::{run_checks, tcp_probe, EndpointRegistry};
 /// The sockets dockhand serves on, bound by the caller (port 0 in tests).
 pub struct Listeners {
     pub http: TcpListener,
+    /// The admin listener; `None` serves none.
+    pub admin: Option<TcpListener>,
 }
 
 /// Checks the configuration without serving: the settings, and the routes
@@ -85,6 +92,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     settings.validate()?;
+    if let Some(admin) = &listeners.admin {
+        let address = admin.local_addr().map_err(Error::AdminListener)?;
+        admin::check_exposure(address, settings.admin_token.as_ref())?;
+    }
     let registry = Arc::new(EndpointRegistry::new());
     let router = Arc::new(Router::new(registry.clone(), settings.upstream_wait));
     let dns = name_server(&settings);
@@ -93,6 +104,7 @@ pub async fn run(
         let provider = FileProvider::start(path.clone(), router.clone(), dns.clone()).await?;
         background.push(tokio::spawn(provider.watch(settings.routes_poll_interval)));
     }
+    let awaited = awaited_providers(&settings);
     let names = NameResolver::spawn(
         dns.clone(),
         router.watch_names(),
@@ -117,11 +129,20 @@ pub async fn run(
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout, registry, dns),
-        resolve_hints: Arc::new(names),
+        resolve_hints: Arc::new(names.clone()),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,
         client_body_timeout: settings.client_body_timeout,
     });
+    if let Some(listener) = listeners.admin {
+        let admin = AdminState {
+            proxy: state.clone(),
+            names,
+            token: settings.admin_token.clone(),
+            awaited,
+        };
+        background.push(tokio::spawn(admin::serve(listener, Arc::new(admin))));
+    }
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,
         client_send_timeout: settings.client_send_timeout,
@@ -136,6 +157,13 @@ pub async fn run(
         task.abort();
     }
     Ok(())
+}
+
+/// The sources of routes `/readyz` waits for: each must deliver once.
+fn awaited_providers(settings: &Settings) -> Vec<ProviderId> {
+    let file = settings.routes_file.as_ref().map(|_| ProviderId::File);
+    let docker = settings.docker.as_ref().map(|_| ProviderId::Docker);
+    file.into_iter().chain(docker).collect()
 }
 
 /// The DNS server upstream names, and DNS servers written as names, are

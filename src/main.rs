@@ -29,12 +29,16 @@ fn main() -> ExitCode {
         Ok(settings) => settings,
         Err(error) => error.exit(),
     };
+    // Its output is the report: nothing else on stdout.
     if let Some(Command::Check(check)) = &flags.command {
         return check_command::run(check, &settings);
     }
     if let Err(error) = init_logging(&flags) {
         eprintln!("{error}");
         return ExitCode::FAILURE;
+    }
+    if flags.command == Some(Command::Healthcheck) {
+        return healthcheck(&flags, &settings);
     }
     match dockhand::limits::raise_open_file_limit() {
         Ok(limit) if limit.before != limit.after => {
@@ -76,6 +80,14 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
         }
     };
     tracing::info!(address = %flags.http_listen, "listening for HTTP");
+    let admin = match tokio::net::TcpListener::bind(flags.admin_listen).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            tracing::error!(%error, address = %flags.admin_listen, "can't listen for the admin API");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(address = %flags.admin_listen, "admin listener up");
     let (Ok(mut terminate), Ok(mut interrupt)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -89,10 +101,40 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
             _ = interrupt.recv() => tracing::info!("SIGINT received"),
         }
     };
-    match dockhand::run(Listeners { http }, settings, shutdown).await {
+    match dockhand::run(
+        Listeners {
+            http,
+            admin: Some(admin),
+        },
+        settings,
+        shutdown,
+    )
+    .await
+    {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             tracing::error!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `dockhand healthcheck`: asks the admin listener whether dockhand is ready.
+fn healthcheck(flags: &Flags, settings: &Settings) -> ExitCode {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build();
+    let answer = match runtime {
+        Ok(runtime) => runtime.block_on(dockhand::admin::healthcheck(
+            flags.admin_listen,
+            settings.admin_token.as_ref(),
+        )),
+        Err(error) => Err(format!("can't start the runtime: {error}")),
+    };
+    match answer {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(reason) => {
+            eprintln!("not ready: {reason}");
             ExitCode::FAILURE
         }
     }

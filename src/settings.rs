@@ -13,11 +13,13 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::admin::AdminToken;
 use crate::config::parse_duration;
 
 /// Every default, as a user would write it on the command line.
 pub mod defaults {
     pub const HTTP_LISTEN: &str = "0.0.0.0:80";
+    pub const ADMIN_LISTEN: &str = "127.0.0.1:8081";
     pub const ROUTES_POLL_INTERVAL: &str = "1s";
     pub const DOCKER_HOST: &str = "unix:///var/run/docker.sock";
     pub const LABEL_PREFIX: &str = "dockhand";
@@ -66,6 +68,8 @@ pub struct Settings {
     pub dns_resolver: Option<SocketAddr>,
     /// The Docker provider's settings; `None` serves without Docker.
     pub docker: Option<DockerSettings>,
+    /// What the admin listener asks for; `None`: it must be on loopback.
+    pub admin_token: Option<AdminToken>,
 }
 
 /// What the Docker provider needs.
@@ -186,6 +190,7 @@ impl Default for Settings {
             trusted_proxies: Vec::new(),
             dns_resolver: None,
             docker: Some(DockerSettings::default()),
+            admin_token: None,
         }
     }
 }

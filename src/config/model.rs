@@ -60,6 +60,18 @@ pub struct LocationConfig {
     /// through a grace period when its upstreams vanish, and a request that
     /// loses its upstream waits for where it went.
     pub upstreams_move: bool,
+    /// The container routes that define it (labels only; empty for the
+    /// routes file), oldest first: the admin API says where a host came from.
+    pub containers: Vec<ContainerRef>,
+}
+
+/// One container route: the container, and where the route's labels start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContainerRef {
+    pub name: String,
+    pub id: String,
+    /// `dockhand` for the container's main route, `dockhand.routes.<name>` for a named one.
+    pub labels: String,
 }
 
 /// The protocols (`Upgrade` tokens, lower case, each once) a location
@@ -149,6 +161,8 @@ pub struct UpstreamConfig {
     /// Request headers set (replacing) towards this upstream.
     pub headers_add: Vec<(HeaderName, HeaderValue)>,
     pub protocol: Protocol,
+    /// The container route it was read from (labels only).
+    pub container: Option<ContainerRef>,
 }
 
 /// Where an upstream's addresses come from.

@@ -160,6 +160,7 @@ fn read_location(
         upstreams,
         // Written addresses stay put; names are followed through DNS.
         upstreams_move: false,
+        containers: Vec::new(),
     })
 }
 
@@ -303,6 +304,7 @@ fn read_upstream(
         verify,
         headers_add,
         protocol,
+        container: None,
     })
 }
 

@@ -16,7 +16,8 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
 use super::srv::SrvResolvers;
-use crate::resolve::Dns;
+use crate::config::SrvResolution;
+use crate::resolve::{Dns, SrvAnswer};
 use crate::sync::{read, write};
 use crate::upstream::{Destination, Endpoint, EndpointRegistry, Transport};
 
@@ -102,6 +103,12 @@ where
             destination: Some(endpoint.destination.clone()),
         };
         self.pool_for(key).request(request)
+    }
+
+    /// The SRV answer cached for `owner` under `resolution` (the admin API
+    /// shows its targets); never looks up.
+    pub fn cached_srv(&self, owner: &str, resolution: &SrvResolution) -> Option<SrvAnswer> {
+        self.dialing.srv.cached(owner, resolution)
     }
 
     fn pool_for(&self, key: PoolKey) -> PooledClient<B> {

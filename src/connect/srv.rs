@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use super::error::ConnectError;
 use crate::config::{DnsServer, SrvResolution};
-use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvResolver};
+use crate::resolve::{CacheTtls, Dns, HickoryDns, SrvAnswer, SrvResolver};
 use crate::sync::lock;
 
 /// One SRV resolver (with its caches) per resolution settings.
@@ -18,6 +18,12 @@ pub(super) struct SrvResolvers {
 }
 
 impl SrvResolvers {
+    /// The SRV answer cached for `owner` under `resolution`; never looks up.
+    pub(super) fn cached(&self, owner: &str, resolution: &SrvResolution) -> Option<SrvAnswer> {
+        let resolver = lock(&self.resolvers).get(resolution)?.clone();
+        resolver.cached_srv(owner)
+    }
+
     pub(super) async fn resolver(
         &self,
         resolution: &SrvResolution,

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::config::{
-    DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing, LocationConfig, Retry,
-    Rewrite, Upgrades, UpstreamConfig,
+    ContainerRef, DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing,
+    LocationConfig, Retry, Rewrite, Upgrades, UpstreamConfig,
 };
 
 use super::route::{LabelRoute, LocationSettings};
@@ -30,8 +30,6 @@ struct LocationEntry {
     config: LocationConfig,
     /// The container whose settings the location has.
     oldest: String,
-    /// Each container route already in it, as (container, label start).
-    routed_by: Vec<(String, String)>,
 }
 
 impl Locations {
@@ -39,7 +37,7 @@ impl Locations {
     /// none: the location still exists and answers 503). Call oldest container first.
     pub fn add(
         &mut self,
-        container: &str,
+        container: &ContainerRef,
         route: &LabelRoute,
         upstreams: &[UpstreamConfig],
         findings: &mut Findings<'_>,
@@ -57,14 +55,14 @@ impl Locations {
                     .entry(route.path.clone())
                     .or_insert_with(|| LocationEntry {
                         config: new_location(&route.path, &route.location),
-                        oldest: container.to_owned(),
-                        routed_by: Vec::new(),
+                        oldest: container.name.clone(),
                     });
             let place = format!("{pattern}{}", route.path);
-            if let Some((_, other)) = location.routed_by.iter().find(|(c, _)| c == container) {
+            let routed_by = &location.config.containers;
+            if let Some(other) = routed_by.iter().find(|c| c.name == container.name) {
                 findings.error(
                     route.label("host"),
-                    format!("{place} is already routed by this container's {other}host; this route adds nothing to it"),
+                    format!("{place} is already routed by this container's {}.host; this route adds nothing to it", other.labels),
                 );
                 continue;
             }
@@ -77,9 +75,7 @@ impl Locations {
                     ),
                 );
             }
-            location
-                .routed_by
-                .push((container.to_owned(), route.label_start.clone()));
+            location.config.containers.push(container.clone());
             location.config.upstreams.extend_from_slice(upstreams);
         }
     }
@@ -112,6 +108,7 @@ fn new_location(path: &str, settings: &LocationSettings) -> LocationConfig {
         upgrades: settings.upgrades.clone(),
         upstreams: Vec::new(),
         upstreams_move: true,
+        containers: Vec::new(),
     }
 }
 

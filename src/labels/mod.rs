@@ -29,8 +29,8 @@ pub use keys::ROUTE_KEYS;
 use std::net::SocketAddr;
 
 use crate::config::{
-    values, DesiredHosts, Diagnostic, Findings, NamedDnsServer, Origin, UpstreamConfig,
-    UpstreamTarget,
+    values, ContainerRef, DesiredHosts, Diagnostic, Findings, NamedDnsServer, Origin,
+    UpstreamConfig, UpstreamTarget,
 };
 
 use merge::Locations;
@@ -59,11 +59,16 @@ pub fn build_hosts(
             Findings::new(origin_of(container), &mut diagnostics).with_values(&container.labels);
         let routes = read_routes(container, &context.label_prefix, &mut findings);
         for route in &routes {
+            let source = ContainerRef {
+                name: container.name.clone(),
+                id: container.id.clone(),
+                labels: route.label_start.trim_end_matches('.').to_owned(),
+            };
             let upstreams = match container.takes_requests() {
-                true => upstreams_of(container, route, context, &mut findings),
+                true => upstreams_of(container, route, &source, context, &mut findings),
                 false => Vec::new(),
             };
-            locations.add(&container.name, route, &upstreams, &mut findings);
+            locations.add(&source, route, &upstreams, &mut findings);
         }
     }
     // Stable, so problems of one label keep the order they were found in.
@@ -146,6 +151,7 @@ fn read_routes(
 fn upstreams_of(
     container: &ContainerFacts,
     route: &LabelRoute,
+    source: &ContainerRef,
     context: &ProxyFacts,
     findings: &mut Findings<'_>,
 ) -> Vec<UpstreamConfig> {
@@ -167,7 +173,7 @@ fn upstreams_of(
         }
         return targets
             .iter()
-            .map(|target| route.upstream.upstream(target.clone()))
+            .map(|target| route.upstream.upstream(target.clone(), source))
             .collect();
     }
     let reach = network::reach(container, route.network.as_deref(), context, &network_label)
@@ -181,5 +187,5 @@ fn upstreams_of(
         findings.warning(network_label, warning);
     }
     let target = UpstreamTarget::Address(SocketAddr::new(reach.address, port));
-    vec![route.upstream.upstream(target)]
+    vec![route.upstream.upstream(target, source)]
 }

@@ -9,8 +9,8 @@ use http::{HeaderName, HeaderValue};
 
 use crate::config::values::{self, ResolutionMode, RewriteKind};
 use crate::config::{
-    parse_duration, HealthCheck, HostPattern, LoadBalancing, Protocol, Retry, Rewrite,
-    SrvResolution, Upgrades, UpstreamConfig, UpstreamTarget,
+    parse_duration, ContainerRef, HealthCheck, HostPattern, LoadBalancing, Protocol, Retry,
+    Rewrite, SrvResolution, Upgrades, UpstreamConfig, UpstreamTarget,
 };
 
 use super::keys::{RouteLabels, HEADER_KEY_START};
@@ -61,8 +61,10 @@ pub struct UpstreamSettings {
 }
 
 impl UpstreamSettings {
-    pub fn upstream(&self, target: UpstreamTarget) -> UpstreamConfig {
+    /// An upstream of `target`, read from the route `source`.
+    pub fn upstream(&self, target: UpstreamTarget, source: &ContainerRef) -> UpstreamConfig {
         UpstreamConfig {
+            container: Some(source.clone()),
             tls: self.tls.unwrap_or_else(|| values::default_tls(&target)),
             target,
             weight: self.weight,

@@ -14,7 +14,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures_util::future::BoxFuture;
 use futures_util::stream::FuturesUnordered;
@@ -66,11 +66,18 @@ impl NameResolver {
         sink: Arc<dyn AddressSink>,
     ) -> NameResolver {
         let requests = Arc::new(Requests::default());
+        let answered = Arc::new(Mutex::default());
         tokio::spawn(follow_moves(moves, requests.clone()));
-        tokio::spawn(Worker::new(dns, sink, requests.clone()).run(names));
+        let worker = Worker::new(dns, sink, requests.clone(), Arc::clone(&answered));
+        tokio::spawn(worker.run(names));
         NameResolver {
-            handle: Arc::new(Handle { requests }),
+            handle: Arc::new(Handle { requests, answered }),
         }
+    }
+
+    /// When `name` last resolved to addresses (the admin API shows it).
+    pub fn last_answer(&self, name: &str) -> Option<SystemTime> {
+        crate::sync::lock(&self.handle.answered).get(name).copied()
     }
 
     /// Connecting to an address of `name` failed: resolve it again now, at
@@ -99,7 +106,11 @@ async fn follow_moves(mut moves: watch::Receiver<u64>, requests: Arc<Requests>) 
 /// more requests can come.
 struct Handle {
     requests: Arc<Requests>,
+    answered: Arc<LastAnswers>,
 }
+
+/// When each watched name last resolved to addresses.
+type LastAnswers = Mutex<HashMap<String, SystemTime>>;
 
 impl Drop for Handle {
     fn drop(&mut self) {
@@ -165,6 +176,7 @@ struct Worker {
     lookups: FuturesUnordered<Lookup>,
     resolved: ResolvedNames,
     published: ResolvedNames,
+    answered: Arc<LastAnswers>,
 }
 
 #[derive(Default)]
@@ -187,7 +199,12 @@ enum Status {
 }
 
 impl Worker {
-    fn new(dns: Arc<dyn Dns>, sink: Arc<dyn AddressSink>, requests: Arc<Requests>) -> Self {
+    fn new(
+        dns: Arc<dyn Dns>,
+        sink: Arc<dyn AddressSink>,
+        requests: Arc<Requests>,
+        answered: Arc<LastAnswers>,
+    ) -> Self {
         let resolved = ResolvedNames::default();
         Worker {
             dns,
@@ -198,6 +215,7 @@ impl Worker {
             lookups: FuturesUnordered::new(),
             published: resolved.clone(),
             resolved,
+            answered,
         }
     }
 
@@ -240,6 +258,7 @@ impl Worker {
 
     fn watch(&mut self, names: &BTreeSet<String>) {
         self.names.retain(|name, _| names.contains(name));
+        crate::sync::lock(&self.answered).retain(|name, _| names.contains(name));
         if self.resolved.keys().any(|name| !names.contains(name)) {
             Arc::make_mut(&mut self.resolved).retain(|name, _| names.contains(name));
         }
@@ -312,6 +331,7 @@ impl Worker {
         match result {
             Ok(addresses) if !addresses.is_empty() => {
                 state.status = Status::Resolved;
+                crate::sync::lock(&self.answered).insert(name.clone(), SystemTime::now());
                 let addresses = sorted_unique(addresses);
                 let changed = set_addresses(&mut self.resolved, &name, addresses.clone());
                 if changed {

@@ -17,7 +17,7 @@ pub use table::{Conflict, Location, RouteMiss, RouteTable};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
@@ -51,6 +51,27 @@ struct Inputs {
     providers: BTreeMap<ProviderId, Published>,
     resolved: ResolvedNames,
     conflicts: Vec<Conflict>,
+    last_swap: Option<Swap>,
+}
+
+/// One route table swapped in.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Swap {
+    /// Counts from 1 at the first table.
+    pub number: u64,
+    pub at: SystemTime,
+    /// How long building the table took.
+    pub build: Duration,
+}
+
+/// What is served now, as one consistent picture (the admin API's).
+pub struct Snapshot {
+    /// Each provider's hosts as served (locations in their grace period
+    /// included), in `ProviderId` order: a host two define is served as the first says.
+    pub providers: Vec<(ProviderId, DesiredHosts)>,
+    pub conflicts: Vec<Conflict>,
+    pub table: Arc<RouteTable>,
+    pub last_swap: Option<Swap>,
 }
 
 /// One provider's last `Desired`, and its locations in their grace period.
@@ -206,6 +227,7 @@ impl Router {
     }
 
     fn swap(&self, inputs: &mut Inputs) {
+        let started = std::time::Instant::now();
         let context = EndpointInputs {
             resolved: &inputs.resolved,
             registry: &self.registry,
@@ -216,6 +238,7 @@ impl Router {
             .map(|(provider, published)| (*provider, published.served()))
             .collect();
         let (table, conflicts) = RouteTable::build(&served, &context);
+        let build = started.elapsed();
         // The old table's endpoints go with it, unless the new one kept them;
         // connects to addresses it alone had are abandoned.
         drop(self.current.swap(Arc::new(table)));
@@ -226,6 +249,32 @@ impl Router {
         }
         inputs.conflicts = conflicts;
         self.changes.send_modify(|version| *version += 1);
+        inputs.last_swap = Some(Swap {
+            number: *self.changes.borrow(),
+            at: SystemTime::now(),
+            build,
+        });
+    }
+
+    /// What is served now: hosts, conflicts, the table and its swap, taken together.
+    pub fn snapshot(&self) -> Snapshot {
+        let inputs = self.lock_inputs();
+        Snapshot {
+            providers: inputs
+                .providers
+                .iter()
+                .map(|(provider, published)| (*provider, published.served().clone()))
+                .collect(),
+            conflicts: inputs.conflicts.clone(),
+            table: self.current.load_full(),
+            last_swap: inputs.last_swap,
+        }
+    }
+
+    /// Whether `provider` has published at least once (its first load or
+    /// sync is done: readiness).
+    pub fn has_published(&self, provider: ProviderId) -> bool {
+        self.lock_inputs().providers.contains_key(&provider)
     }
 
     fn watch_names_of(&self, inputs: &Inputs) {

@@ -20,6 +20,7 @@ pub struct RouteTable {
 }
 
 struct HostRoutes {
+    pattern: HostPattern,
     /// Longest prefix first, so the first match is the longest.
     locations: Vec<Location>,
 }
@@ -100,7 +101,10 @@ impl RouteTable {
             .map(|location| build_location(host, location, context))
             .collect();
         locations.sort_by_key(|location| std::cmp::Reverse(location.prefix.len()));
-        self.hosts.push(HostRoutes { locations });
+        self.hosts.push(HostRoutes {
+            pattern: host.pattern.clone(),
+            locations,
+        });
         match &host.pattern {
             HostPattern::Exact(name) => self.exact.insert(name.as_str().into(), index),
             HostPattern::Wildcard(suffix) => self.wildcards.insert(suffix.as_str().into(), index),
@@ -129,6 +133,27 @@ impl RouteTable {
 
     pub fn host_count(&self) -> usize {
         self.hosts.len()
+    }
+
+    /// Every host served, with its locations (longest prefix first).
+    pub fn hosts(&self) -> impl Iterator<Item = (&HostPattern, &[Location])> {
+        self.hosts
+            .iter()
+            .map(|host| (&host.pattern, host.locations.as_slice()))
+    }
+
+    /// The location of `pattern` (as written, not a request's host) with
+    /// exactly `prefix`.
+    pub fn location(&self, pattern: &HostPattern, prefix: &str) -> Option<&Location> {
+        let index = match pattern {
+            HostPattern::Exact(name) => self.exact.get(name.as_str()),
+            HostPattern::Wildcard(suffix) => self.wildcards.get(suffix.as_str()),
+            HostPattern::Any => self.any.as_ref(),
+        }?;
+        self.hosts[*index]
+            .locations
+            .iter()
+            .find(|location| &*location.prefix == prefix)
     }
 }
 

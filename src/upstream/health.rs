@@ -8,7 +8,7 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures_util::future::BoxFuture;
 use tokio::time::Instant;
@@ -49,6 +49,8 @@ pub struct Check {
     pub interval: Duration,
     /// `None` while a check runs.
     next: Mutex<Option<Instant>>,
+    /// When the last check ended, for the admin API.
+    last: Mutex<Option<SystemTime>>,
 }
 
 impl Check {
@@ -58,6 +60,7 @@ impl Check {
             address,
             interval,
             next: Mutex::new(Some(Instant::now() + interval)),
+            last: Mutex::new(None),
         }
     }
 }
@@ -122,7 +125,27 @@ impl EndpointState {
         self.record(reachable);
         if let Some(check) = &self.check {
             *lock(&check.next) = Some(Instant::now() + check.interval);
+            *lock(&check.last) = Some(SystemTime::now());
         }
+    }
+
+    /// Healthy, unhealthy, or not checked at all.
+    pub fn health(&self) -> Health {
+        match (&self.check, self.is_healthy()) {
+            (None, _) => Health::Unchecked,
+            (Some(_), true) => Health::Healthy,
+            (Some(_), false) => Health::Unhealthy,
+        }
+    }
+
+    /// Failed checks and connects in a row.
+    pub fn failures(&self) -> u32 {
+        self.failures_in_a_row.load(Ordering::Relaxed)
+    }
+
+    /// When the last active check ended; `None` before the first, or unchecked.
+    pub fn last_check(&self) -> Option<SystemTime> {
+        self.check.as_ref().and_then(|check| *lock(&check.last))
     }
 
     pub fn is_healthy(&self) -> bool {
@@ -155,6 +178,25 @@ impl EndpointState {
     pub fn start_request(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         InFlight(self.clone())
+    }
+}
+
+/// An endpoint's health as the admin API and metrics show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Health {
+    Healthy,
+    Unhealthy,
+    /// Checks are off: failed connects speak for themselves on each request.
+    Unchecked,
+}
+
+impl Health {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Health::Healthy => "healthy",
+            Health::Unhealthy => "unhealthy",
+            Health::Unchecked => "unchecked",
+        }
     }
 }
 

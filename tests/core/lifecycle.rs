@@ -292,6 +292,7 @@ async fn the_binary_takes_its_settings_from_the_environment() {
     let addr = free_port();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_dockhand"))
         .env("DOCKHAND_HTTP_LISTEN", addr.to_string())
+        .env("DOCKHAND_ADMIN_LISTEN", free_port().to_string())
         .env("DOCKHAND_ROUTES", &routes)
         .env("DOCKHAND_NO_DOCKER", "true")
         .env("DOCKHAND_LOG_FORMAT", "json")
@@ -313,6 +314,7 @@ fn run_to_exit(args: &[&str]) -> (std::process::ExitStatus, String) {
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_dockhand"))
         .args(["--http-listen", &held.local_addr().unwrap().to_string()])
+        .env("DOCKHAND_ADMIN_LISTEN", free_port().to_string())
         .args(["--log-format", "json"])
         .args(args)
         .output()

@@ -7,6 +7,7 @@ mod support;
 mod upstreams;
 
 mod access_log;
+mod admin;
 mod causes;
 mod check_command;
 mod client_faults;

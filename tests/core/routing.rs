@@ -186,6 +186,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
         upgrades: Default::default(),
         upstreams: Vec::new(),
         upstreams_move: true,
+        containers: Vec::new(),
     };
     let hosts = vec![HostConfig {
         pattern: HostPattern::Exact("app.test".into()),

@@ -445,6 +445,8 @@ pub fn replace_file(path: &std::path::Path, contents: &str) {
 /// dockhand's `run` in this process, with its routes file in a temporary folder.
 pub struct Proxy {
     pub addr: SocketAddr,
+    /// The admin listener, on loopback.
+    pub admin: SocketAddr,
     pub routes_path: PathBuf,
     shutdown: Option<oneshot::Sender<()>>,
     task: Option<JoinHandle<Result<(), Error>>>,
@@ -488,9 +490,14 @@ impl Proxy {
         std::fs::write(&routes_path, routes).unwrap();
         settings.routes_file = Some(routes_path.clone());
         let addr = listener.local_addr().unwrap();
+        let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let admin = admin_listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let mut task = tokio::spawn(dockhand::run(
-            Listeners { http: listener },
+            Listeners {
+                http: listener,
+                admin: Some(admin_listener),
+            },
             settings,
             async move {
                 let _ = stopped.await;
@@ -506,6 +513,7 @@ impl Proxy {
         }
         Ok(Proxy {
             addr,
+            admin,
             routes_path,
             shutdown: Some(stop),
             task: Some(task),
@@ -781,6 +789,8 @@ pub fn record_figure(line: &str) {
 pub struct ProxyProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin listener, on a loopback port of its own.
+    pub admin: SocketAddr,
     pub dir: tempfile::TempDir,
 }
 
@@ -835,12 +845,14 @@ impl ProxyProcess {
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         let addr = free_port();
+        let admin = free_port();
         let log = std::fs::File::create(dir.path().join("stdout.log")).unwrap();
         let child = binary
             .arg("--routes")
             .arg(&routes_path)
             .arg("--http-listen")
             .arg(addr.to_string())
+            .env("DOCKHAND_ADMIN_LISTEN", admin.to_string())
             .arg("--log-format")
             .arg("json")
             .args(extra)
@@ -849,7 +861,12 @@ impl ProxyProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let process = ProxyProcess { child, addr, dir };
+        let process = ProxyProcess {
+            child,
+            addr,
+            admin,
+            dir,
+        };
         eventually("the binary listens", || async {
             TcpStream::connect(addr).await.is_ok()
         })

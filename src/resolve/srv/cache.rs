@@ -101,6 +101,11 @@ impl SrvResolver {
         self.targets.resolve(target).await
     }
 
+    /// The last good SRV answer of `owner`, if one is cached; never looks up.
+    pub fn cached_srv(&self, owner: &str) -> Option<SrvAnswer> {
+        self.owners.last_good(owner)
+    }
+
     pub fn stats(&self) -> SrvStats {
         SrvStats {
             lookups: self.owners.counts.snapshot(),
@@ -203,6 +208,12 @@ impl<T: Answer> NameCache<T> {
             entries: Mutex::default(),
             counts: LookupCounters::default(),
         }
+    }
+
+    fn last_good(&self, name: &str) -> Option<T> {
+        let entries = self.lock();
+        let entry = entries.get(&name.to_ascii_lowercase())?;
+        entry.last_good.as_ref().map(|(answer, _)| answer.clone())
     }
 
     async fn resolve(self: &Arc<Self>, name: &str) -> Result<T, LookupError> {
