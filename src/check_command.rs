@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use dockhand::config::{Diagnostic, Severity};
+use dockhand::config::{Diagnostic, SeverityCounts};
 use dockhand::provider::{docker, file};
 use dockhand::settings::Settings;
 use serde_json::json;
@@ -58,13 +58,12 @@ async fn check_all(check: &CheckFlags, settings: &Settings) -> ExitCode {
         checked.push(format!("the labels of the containers at {}", docker.host));
     }
     print(&diagnostics, &checked, check.format);
-    let errors = count(&diagnostics, Severity::Error);
+    let errors = SeverityCounts::of(&diagnostics).errors;
     ExitCode::from(u8::from(errors > 0))
 }
 
 fn print(diagnostics: &[Diagnostic], checked: &[String], format: CheckFormat) {
-    let errors = count(diagnostics, Severity::Error);
-    let warnings = count(diagnostics, Severity::Warning);
+    let counts = SeverityCounts::of(diagnostics);
     match format {
         CheckFormat::Text => {
             for diagnostic in diagnostics {
@@ -72,26 +71,19 @@ fn print(diagnostics: &[Diagnostic], checked: &[String], format: CheckFormat) {
             }
             println!(
                 "{}, {} (checked {})",
-                plural(errors, "error"),
-                plural(warnings, "warning"),
+                plural(counts.errors, "error"),
+                plural(counts.warnings, "warning"),
                 checked.join(" and ")
             );
         }
         CheckFormat::Json => {
             let document = json!({
                 "diagnostics": diagnostics.iter().map(Diagnostic::to_json).collect::<Vec<_>>(),
-                "counts": {"error": errors, "warning": warnings},
+                "counts": counts.to_json(),
             });
             println!("{document}");
         }
     }
-}
-
-fn count(diagnostics: &[Diagnostic], severity: Severity) -> usize {
-    diagnostics
-        .iter()
-        .filter(|diagnostic| diagnostic.severity == severity)
-        .count()
 }
 
 fn plural(count: usize, noun: &str) -> String {

@@ -72,22 +72,12 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
         tracing::error!("{error}");
         return ExitCode::FAILURE;
     }
-    let http = match tokio::net::TcpListener::bind(flags.http_listen).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(%error, address = %flags.http_listen, "can't listen");
-            return ExitCode::FAILURE;
-        }
+    let Some(http) = bind(flags.http_listen, "HTTP").await else {
+        return ExitCode::FAILURE;
     };
-    tracing::info!(address = %flags.http_listen, "listening for HTTP");
-    let admin = match tokio::net::TcpListener::bind(flags.admin_listen).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(%error, address = %flags.admin_listen, "can't listen for the admin API");
-            return ExitCode::FAILURE;
-        }
+    let Some(admin) = bind(flags.admin_listen, "the admin API").await else {
+        return ExitCode::FAILURE;
     };
-    tracing::info!(address = %flags.admin_listen, "admin listener up");
     let (Ok(mut terminate), Ok(mut interrupt)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -115,6 +105,20 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
         Err(error) => {
             tracing::error!("{error}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// A listener on `address` for `what`; `None` (logged) when it can't be bound.
+async fn bind(address: std::net::SocketAddr, what: &str) -> Option<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => {
+            tracing::info!(%address, "listening for {what}");
+            Some(listener)
+        }
+        Err(error) => {
+            tracing::error!(%error, %address, "can't listen for {what}");
+            None
         }
     }
 }

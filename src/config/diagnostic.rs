@@ -109,6 +109,31 @@ impl Diagnostic {
     }
 }
 
+/// How many diagnostics there are of each severity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SeverityCounts {
+    pub errors: usize,
+    pub warnings: usize,
+}
+
+impl SeverityCounts {
+    pub fn of<'a>(diagnostics: impl IntoIterator<Item = &'a Diagnostic>) -> SeverityCounts {
+        let mut counts = SeverityCounts::default();
+        for diagnostic in diagnostics {
+            match diagnostic.severity {
+                Severity::Error => counts.errors += 1,
+                Severity::Warning => counts.warnings += 1,
+            }
+        }
+        counts
+    }
+
+    /// `{"error": N, "warning": M}`, as the admin API and `check` write it.
+    pub fn to_json(self) -> Value {
+        serde_json::json!({"error": self.errors, "warning": self.warnings})
+    }
+}
+
 /// Collects the diagnostics of one origin.
 pub struct Findings<'a> {
     origin: Origin,
