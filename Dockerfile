@@ -47,4 +47,7 @@ LABEL org.opencontainers.image.title="dockhand" \
 
 USER 65534:65534
 EXPOSE 80 443
+# The image has no shell or curl: the binary asks its own admin listener's
+# /readyz (same DOCKHAND_ADMIN_* settings as the server).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=5s CMD ["/dockhand", "healthcheck"]
 ENTRYPOINT ["/dockhand"]

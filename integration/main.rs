@@ -13,6 +13,7 @@ mod support;
 mod backend;
 mod dashboard;
 mod deploys;
+mod diagnostics;
 mod engine;
 mod leaks;
 mod provider;

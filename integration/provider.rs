@@ -433,6 +433,7 @@ fn the_compose_example_answers_through_dockhand() {
     let run = TestRun::new("compose-example");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/compose/compose.yaml");
     let port = free_port().to_string();
+    let admin_port = free_port().to_string();
     let (dockhand_image, demo_image) = (dockhand_image(), backend_image());
     let socket = docker_socket_path().expect("the engine on a unix socket");
     let socket = socket.to_string_lossy();
@@ -442,6 +443,7 @@ fn the_compose_example_answers_through_dockhand() {
             ("DOCKHAND_IMAGE", dockhand_image.as_str()),
             ("DEMO_IMAGE", demo_image.as_str()),
             ("DOCKHAND_HTTP_PORT", port.as_str()),
+            ("DOCKHAND_ADMIN_PORT", admin_port.as_str()),
             ("DOCKER_SOCKET", &socket),
             ("DEMO_PORT", "8080"),
         ],
@@ -465,6 +467,37 @@ fn the_compose_example_answers_through_dockhand() {
     assert_eq!(api.json()["path"], "/api");
     let log = project.run(&["logs", "dockhand"]).unwrap_or_default();
     assert!(log.contains("running in a container"), "{log}");
+
+    // The admin API, on the host's loopback, with the example's token; the
+    // healthcheck (`dockhand healthcheck` in a shell-less image) turns healthy.
+    let token = std::fs::read_to_string(file.with_file_name("admin-token")).unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let hosts = "/api/v1/hosts/whoami.localhost";
+    assert_eq!(http_get(admin, "localhost", hosts).unwrap().status, 401);
+    let authorization = format!("Bearer {}", token.trim());
+    let headers = [("authorization", authorization.as_str())];
+    let view = http_request(admin, "GET", "localhost", hosts, &headers, b"")
+        .unwrap()
+        .json();
+    let addresses = view["location"]["/"]["upstream"]
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|upstream| upstream["addresses"].as_array().unwrap().clone())
+        .collect::<Vec<_>>();
+    assert_eq!(addresses.len(), 2, "{view}");
+    for address in &addresses {
+        assert_eq!(address["source"]["kind"], "container", "{view}");
+        assert!(address["source"]["name"]
+            .as_str()
+            .unwrap()
+            .contains("whoami"));
+    }
+    let dockhand = project.container_ids("dockhand").remove(0);
+    wait_until("the healthcheck says healthy", || {
+        let health = try_docker(["inspect", "-f", "{{.State.Health.Status}}", &dockhand]).ok()?;
+        (health.trim() == "healthy").then_some(())
+    });
 }
 
 #[test]

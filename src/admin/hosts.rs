@@ -171,7 +171,10 @@ fn upstream_settings(upstream: &UpstreamConfig) -> Map<String, Value> {
             .headers_add
             .iter()
             .map(|(name, value)| {
-                let text = String::from_utf8_lossy(value.as_bytes()).into_owned();
+                let text = match is_credential(name.as_str()) {
+                    true => REDACTED.to_owned(),
+                    false => String::from_utf8_lossy(value.as_bytes()).into_owned(),
+                };
                 (name.to_string(), text.into())
             })
             .collect();
@@ -191,6 +194,18 @@ fn upstream_settings(upstream: &UpstreamConfig) -> Map<String, Value> {
         );
     }
     view
+}
+
+/// What the API shows in place of a credential.
+const REDACTED: &str = "(redacted)";
+
+/// Whether a header added towards an upstream likely carries a credential
+/// (`Authorization: Bearer …`, an API key): the API names it but does not
+/// show its value, which a reader of the dashboard need not learn.
+fn is_credential(name: &str) -> bool {
+    const EXACT: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+    const PARTS: [&str; 5] = ["token", "secret", "password", "key", "auth"];
+    EXACT.contains(&name) || PARTS.iter().any(|part| name.contains(part))
 }
 
 fn address_view(state: &AdminState, endpoint: &Endpoint) -> Value {
@@ -248,4 +263,25 @@ fn source_view(state: &AdminState, endpoint: &Endpoint) -> Value {
 /// RFC 3339 in UTC, to the second.
 pub fn timestamp(at: SystemTime) -> String {
     humantime::format_rfc3339_seconds(at).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_added_towards_upstreams_are_not_shown() {
+        for name in [
+            "authorization",
+            "x-api-key",
+            "x-auth-token",
+            "cookie",
+            "x-secret",
+        ] {
+            assert!(is_credential(name), "{name}");
+        }
+        for name in ["host", "x-forwarded-prefix", "x-tenant"] {
+            assert!(!is_credential(name), "{name}");
+        }
+    }
 }

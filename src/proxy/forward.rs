@@ -64,6 +64,7 @@ pub async fn handle(
         location: None,
         upstream: None,
         attempt: 0,
+        upstream_ms: None,
         error: None,
         cause: None,
     });
@@ -102,6 +103,7 @@ async fn handle_inner(
     let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
         return Err(nothing_to_serve(&state.router, &wanted));
     };
+    record.location = Some(route.location.clone());
 
     let client_upgrade = route
         .upgrade
@@ -137,7 +139,11 @@ async fn handle_inner(
         record.attempt += 1;
         let in_flight = endpoint.state.start_request();
         let request = head.request_to(&endpoint, sending.body_for_try());
+        let sent_at = Instant::now();
         let result = send(state, &endpoint, request, &sending).await;
+        record.upstream_ms = result
+            .is_ok()
+            .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
         if let Err(error) = &result {
             record.log_failed_try(&route.location, error);
         }
@@ -186,7 +192,6 @@ async fn handle_inner(
             endpoint.state.start_request(),
         ));
     }
-    record.location = Some(route.location);
     Ok((response, in_flight))
 }
 

@@ -15,7 +15,7 @@ use dockhand::admin::AdminToken;
 use dockhand::settings::{DockerHost, DockerSettings, Settings};
 use dockhand::Listeners;
 
-use super::dns_server::DnsServer;
+use super::dns_server::{srv, DnsServer};
 use super::support::*;
 
 /// `GET path` on the admin listener, with `authorization` if given.
@@ -396,4 +396,50 @@ async fn the_binary_takes_its_token_from_a_file_and_healthcheck_sends_it() {
     );
     assert_eq!(without.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&without.stderr).contains("401"));
+}
+
+/// An SRV upstream's address is its owner; the targets shown are those of
+/// the answer its connections were dialed from.
+#[tokio::test]
+async fn an_srv_upstream_shows_the_targets_it_dials() {
+    let backend = Backend::echo("a").await;
+    let dns = DnsServer::start().await;
+    let owner = "_app._tcp.example.test";
+    dns.set_srv(
+        owner,
+        [
+            srv(10, 5, backend.addr.port(), "node-1.example.test"),
+            srv(20, 1, backend.addr.port(), "node-2.example.test"),
+        ],
+        30,
+    );
+    dns.set_a("node-1.example.test", ["127.0.0.1"], 30);
+    let routes = serde_json::json!({"host": {"a.test": {"location": {"/": {"upstream": {
+        owner: {"resolution": {"mode": "srv", "resolver": dns.address().to_string()}}
+    }}}}}})
+    .to_string();
+    let proxy = Proxy::start(&routes).await;
+    let source = || async {
+        let view = hosts(&proxy).await;
+        let upstream = &view["host"]["a.test"]["location"]["/"]["upstream"][owner];
+        assert_eq!(upstream["resolution"]["mode"], "srv");
+        upstream["addresses"][0]["source"].clone()
+    };
+    let before = source().await;
+    assert_eq!(before["kind"], "srv");
+    assert_eq!(
+        before["targets"],
+        serde_json::json!([]),
+        "nothing dialed yet"
+    );
+    assert_eq!(get(proxy.addr, "a.test", "/").await.status, StatusCode::OK);
+    let after = source().await;
+    assert_eq!(after["owner"], owner);
+    assert_eq!(
+        after["targets"],
+        serde_json::json!([
+            {"target": "node-1.example.test", "port": backend.addr.port(), "priority": 10, "weight": 5},
+            {"target": "node-2.example.test", "port": backend.addr.port(), "priority": 20, "weight": 1},
+        ])
+    );
 }
