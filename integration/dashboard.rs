@@ -116,8 +116,14 @@ fn the_dashboard_shows_hosts_and_label_typos_and_follows_stopped_containers_with
         &diagnostic_text(&typo.name, "dockhand.prot"),
     );
     let typo_text = typo_text.as_str().unwrap_or_default();
-    assert!(typo_text.contains("did you mean"), "{typo_text}");
-    assert!(typo_text.contains("dockhand.port"), "{typo_text}");
+    assert!(
+        typo_text.contains("dockhand.prot = 80"),
+        "the label and its value: {typo_text}"
+    );
+    assert!(
+        typo_text.contains("did you mean dockhand.port?"),
+        "the suggestion: {typo_text}"
+    );
     let diagnostics = http_get(dockhand.admin_addr, "localhost", "/api/v1/diagnostics")
         .unwrap()
         .json();
