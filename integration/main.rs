@@ -7,10 +7,13 @@
 //! dockhand on the host and in a container); each other module is a group of
 //! scenarios, each one an assertion.
 
+mod browser;
 mod support;
 
 mod backend;
+mod dashboard;
 mod deploys;
+mod diagnostics;
 mod engine;
 mod leaks;
 mod provider;

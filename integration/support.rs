@@ -54,7 +54,7 @@ pub fn backend_image() -> String {
 // The docker CLI
 
 /// Runs a command with a time limit; stdout and stderr are collected.
-fn output_within(mut command: Command, limit: Duration) -> io::Result<Output> {
+pub fn output_within(mut command: Command, limit: Duration) -> io::Result<Output> {
     let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -5,9 +5,10 @@
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use ipnet::IpNet;
 
 use dockhand::admin::AdminToken;
@@ -62,12 +63,12 @@ pub struct Flags {
     pub routes_poll_interval: Duration,
 
     /// Serve only the routes file, without Docker.
-    #[arg(long, env = "DOCKHAND_NO_DOCKER")]
+    #[arg(long, env = "DOCKHAND_NO_DOCKER", global = true)]
     pub no_docker: bool,
 
     /// Docker engine to follow: unix:///PATH, tcp://HOST:PORT or a socket
     /// path (default: DOCKER_HOST, else unix:///var/run/docker.sock).
-    #[arg(long, env = "DOCKHAND_DOCKER_HOST", value_name = "URL")]
+    #[arg(long, env = "DOCKHAND_DOCKER_HOST", value_name = "URL", global = true)]
     pub docker_host: Option<DockerHost>,
 
     /// Network to reach containers through, in preference order (repeatable;
@@ -76,12 +77,13 @@ pub struct Flags {
         long = "network",
         env = "DOCKHAND_NETWORK",
         value_name = "NAME",
-        value_delimiter = ','
+        value_delimiter = ',',
+        global = true
     )]
     pub networks: Vec<String>,
 
     /// Prefix of the container labels dockhand reads.
-    #[arg(long, env = "DOCKHAND_LABEL_PREFIX", default_value = defaults::LABEL_PREFIX)]
+    #[arg(long, env = "DOCKHAND_LABEL_PREFIX", default_value = defaults::LABEL_PREFIX, global = true)]
     pub label_prefix: String,
 
     /// How long a request that finds no upstream waits for one to appear
@@ -140,6 +142,11 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_LOG_LEVEL", default_value = defaults::LOG_LEVEL)]
     pub log_level: String,
 
+    /// Where access-log events go: `off`, `stdout` (with the other logs),
+    /// or a file they are appended to (JSON lines; text with `--log-format pretty`).
+    #[arg(long, env = "DOCKHAND_ACCESS_LOG", value_name = "off|stdout|FILE", default_value = defaults::ACCESS_LOG)]
+    pub access_log: AccessLog,
+
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -150,6 +157,56 @@ pub enum Command {
     /// Exit 0 when the admin listener's /readyz answers 200 (for the image's
     /// HEALTHCHECK, which has no shell or curl), else 1.
     Healthcheck,
+    /// Check the routes file and the containers' labels without serving:
+    /// print every problem, exit 1 if any is an error, 2 if Docker can't be reached.
+    Check(CheckFlags),
+}
+
+#[derive(Debug, Args, PartialEq, Eq)]
+pub struct CheckFlags {
+    /// Check this routes file (default: the one `--routes` or
+    /// DOCKHAND_ROUTES gives dockhand). Given here, Docker is checked
+    /// only with `--docker`.
+    #[arg(long, value_name = "FILE")]
+    pub routes: Option<PathBuf>,
+
+    /// Check the labels of the engine's containers (the default unless
+    /// `check --routes` is given, or `--no-docker`).
+    #[arg(long)]
+    pub docker: bool,
+
+    /// How the problems are printed.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    /// One line per problem, then the counts.
+    Text,
+    /// One JSON document: the problems and their counts.
+    Json,
+}
+
+/// `--access-log`: where the events at target `dockhand::access` go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessLog {
+    Off,
+    Stdout,
+    File(PathBuf),
+}
+
+impl FromStr for AccessLog {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<AccessLog, String> {
+        match text {
+            "off" => Ok(AccessLog::Off),
+            "stdout" => Ok(AccessLog::Stdout),
+            "" => Err("is empty (off, stdout or a file)".into()),
+            path => Ok(AccessLog::File(path.into())),
+        }
+    }
 }
 
 /// The shortest routes-file poll interval, so a typo can't make a busy loop.
@@ -356,6 +413,7 @@ mod tests {
             "workers" => "3",
             "log-format" => "json",
             "log-level" => "debug",
+            "access-log" => "/var/log/dockhand/access.log",
             "no-docker" => "true",
             // Every other flag is a duration.
             _ => "7s",
@@ -401,5 +459,46 @@ mod tests {
         assert!(flags.no_docker);
         assert_eq!(flags.upstream_wait, Duration::from_secs(7));
         assert_eq!(flags.workers, NonZeroUsize::new(3));
+        assert_eq!(
+            flags.access_log,
+            AccessLog::File("/var/log/dockhand/access.log".into())
+        );
+    }
+
+    #[test]
+    fn check_reads_the_docker_flags_written_after_it() {
+        let flags = parse(&[
+            "check",
+            "--routes",
+            "/tmp/routes.json",
+            "--docker",
+            "--docker-host",
+            "tcp://docker:2375",
+            "--format",
+            "json",
+        ])
+        .unwrap();
+        let Some(Command::Check(check)) = &flags.command else {
+            panic!("{flags:?}");
+        };
+        assert_eq!(check.routes, Some("/tmp/routes.json".into()));
+        assert!(check.docker);
+        assert_eq!(check.format, CheckFormat::Json);
+        assert_eq!(
+            flags
+                .settings(None)
+                .unwrap()
+                .docker
+                .unwrap()
+                .host
+                .to_string(),
+            "tcp://docker:2375"
+        );
+        assert_eq!(parse(&[]).unwrap().access_log, AccessLog::Stdout);
+        assert_eq!(
+            parse(&["--access-log", "off"]).unwrap().access_log,
+            AccessLog::Off
+        );
+        assert!(parse(&["--access-log", ""]).is_err());
     }
 }

@@ -1,17 +1,24 @@
-//! The `dockhand` binary: flags and environment to settings, logging, the
-//! runtime, the configuration checked before any port is bound, signals
-//! (SIGTERM/SIGINT drain and exit; SIGHUP is the routes file's), then `run`.
+//! The `dockhand` binary: flags and environment to settings, logging (the
+//! access log to its own place), the runtime, the configuration checked
+//! before any port is bound, signals (SIGTERM/SIGINT drain and exit; SIGHUP
+//! is the routes file's), then `run`. `dockhand check` checks without serving.
 
+mod check_command;
 mod cli;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::filter::{filter_fn, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{fmt, EnvFilter, Layer};
 
-use cli::{Command, Flags, LogFormat};
+use cli::{AccessLog, Command, Flags, LogFormat};
+use dockhand::proxy::ACCESS_LOG_TARGET;
 use dockhand::settings::Settings;
 use dockhand::Listeners;
 
@@ -22,7 +29,14 @@ fn main() -> ExitCode {
         Ok(settings) => settings,
         Err(error) => error.exit(),
     };
-    init_logging(&flags);
+    // Its output is the report: nothing else on stdout.
+    if let Some(Command::Check(check)) = &flags.command {
+        return check_command::run(check, &settings);
+    }
+    if let Err(error) = init_logging(&flags) {
+        eprintln!("{error}");
+        return ExitCode::FAILURE;
+    }
     if flags.command == Some(Command::Healthcheck) {
         return healthcheck(&flags, &settings);
     }
@@ -58,22 +72,12 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
         tracing::error!("{error}");
         return ExitCode::FAILURE;
     }
-    let http = match tokio::net::TcpListener::bind(flags.http_listen).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(%error, address = %flags.http_listen, "can't listen");
-            return ExitCode::FAILURE;
-        }
+    let Some(http) = bind(flags.http_listen, "HTTP").await else {
+        return ExitCode::FAILURE;
     };
-    tracing::info!(address = %flags.http_listen, "listening for HTTP");
-    let admin = match tokio::net::TcpListener::bind(flags.admin_listen).await {
-        Ok(listener) => listener,
-        Err(error) => {
-            tracing::error!(%error, address = %flags.admin_listen, "can't listen for the admin API");
-            return ExitCode::FAILURE;
-        }
+    let Some(admin) = bind(flags.admin_listen, "the admin API").await else {
+        return ExitCode::FAILURE;
     };
-    tracing::info!(address = %flags.admin_listen, "admin listener up");
     let (Ok(mut terminate), Ok(mut interrupt)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
@@ -105,6 +109,20 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
     }
 }
 
+/// A listener on `address` for `what`; `None` (logged) when it can't be bound.
+async fn bind(address: std::net::SocketAddr, what: &str) -> Option<tokio::net::TcpListener> {
+    match tokio::net::TcpListener::bind(address).await {
+        Ok(listener) => {
+            tracing::info!(%address, "listening for {what}");
+            Some(listener)
+        }
+        Err(error) => {
+            tracing::error!(%error, %address, "can't listen for {what}");
+            None
+        }
+    }
+}
+
 /// `dockhand healthcheck`: asks the admin listener whether dockhand is ready.
 fn healthcheck(flags: &Flags, settings: &Settings) -> ExitCode {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -126,7 +144,10 @@ fn healthcheck(flags: &Flags, settings: &Settings) -> ExitCode {
     }
 }
 
-fn init_logging(flags: &Flags) {
+/// Logs to stdout; access events go where `--access-log` says (a file
+/// gets every one of them, whatever `--log-level` says). Fails only when
+/// the access-log file can't be opened.
+fn init_logging(flags: &Flags) -> Result<(), String> {
     let filter = EnvFilter::try_new(&flags.log_level).unwrap_or_else(|error| {
         eprintln!(
             "invalid --log-level {:?} ({error}); using info",
@@ -141,9 +162,50 @@ fn init_logging(flags: &Flags) {
         } else {
             LogFormat::Json
         });
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let access_file = match &flags.access_log {
+        AccessLog::File(path) => Some(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|error| format!("can't open --access-log {}: {error}", path.display()))?,
+        ),
+        AccessLog::Off | AccessLog::Stdout => None,
+    };
+    let access_on_stdout = flags.access_log == AccessLog::Stdout;
+    let not_access =
+        filter_fn(move |event| access_on_stdout || !event.target().starts_with(ACCESS_LOG_TARGET));
+    let stdout = formatted(fmt::layer(), format)
+        .with_filter(filter)
+        .with_filter(not_access);
+    // A file gets JSON lines unless text was asked for by name.
+    let file_format = match flags.log_format {
+        Some(LogFormat::Pretty) => LogFormat::Pretty,
+        _ => LogFormat::Json,
+    };
+    let access = access_file.map(|file| {
+        let layer = fmt::layer().with_writer(Arc::new(file)).with_ansi(false);
+        formatted(layer, file_format)
+            .with_filter(Targets::new().with_target(ACCESS_LOG_TARGET, tracing::Level::INFO))
+    });
+    tracing_subscriber::registry()
+        .with(stdout)
+        .with(access)
+        .init();
+    Ok(())
+}
+
+/// `layer` in the chosen format.
+fn formatted<S, W>(
+    layer: fmt::Layer<S, fmt::format::DefaultFields, fmt::format::Format, W>,
+    format: LogFormat,
+) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    W: for<'writer> fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
-        LogFormat::Pretty => builder.init(),
+        LogFormat::Json => layer.json().flatten_event(true).boxed(),
+        LogFormat::Pretty => layer.boxed(),
     }
 }

@@ -32,6 +32,7 @@ pub mod defaults {
     pub const CLIENT_SEND_TIMEOUT: &str = "60s";
     pub const DOCKER_RELIST_INTERVAL: &str = "60s";
     pub const LOG_LEVEL: &str = "info";
+    pub const ACCESS_LOG: &str = "stdout";
 }
 
 /// Process-wide settings.

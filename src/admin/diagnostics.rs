@@ -5,16 +5,11 @@
 use serde_json::{json, Value};
 
 use super::AdminState;
-use crate::config::Severity;
+use crate::config::SeverityCounts;
 
 pub fn current(state: &AdminState) -> Value {
     let diagnostics = state.router().diagnostics();
-    let count = |severity| {
-        diagnostics
-            .iter()
-            .filter(|(_, diagnostic)| diagnostic.severity == severity)
-            .count()
-    };
+    let counts = SeverityCounts::of(diagnostics.iter().map(|(_, diagnostic)| diagnostic));
     let conflicts: Vec<Value> = state
         .router()
         .conflicts()
@@ -30,6 +25,6 @@ pub fn current(state: &AdminState) -> Value {
     json!({
         "diagnostics": diagnostics.iter().map(|(_, diagnostic)| diagnostic.to_json()).collect::<Vec<_>>(),
         "conflicts": conflicts,
-        "counts": {"error": count(Severity::Error), "warning": count(Severity::Warning)},
+        "counts": counts.to_json(),
     })
 }

@@ -5,6 +5,7 @@
 //! other machines (`auth`).
 
 mod auth;
+mod dashboard;
 mod diagnostics;
 mod hosts;
 mod probes;
@@ -81,9 +82,10 @@ pub async fn serve(listener: TcpListener, state: Arc<AdminState>) {
     }
 }
 
-/// Paths anyone who reaches the listener may read.
+/// Paths anyone who reaches the listener may read. The dashboard page holds
+/// no data (it asks for the token when the API it reads answers 401).
 fn is_public(path: &str) -> bool {
-    path == "/healthz"
+    matches!(path, "/healthz" | "/")
 }
 
 fn respond<B>(state: &AdminState, request: &Request<B>) -> AdminResponse {
@@ -112,6 +114,7 @@ fn respond<B>(state: &AdminState, request: &Request<B>) -> AdminResponse {
 
 fn route(state: &AdminState, path: &str) -> AdminResponse {
     match path {
+        "/" => dashboard::page(),
         "/healthz" => text(StatusCode::OK, "ok\n"),
         "/readyz" => match probes::readiness(state) {
             Ok(()) => text(StatusCode::OK, "ready\n"),

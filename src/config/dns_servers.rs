@@ -54,6 +54,9 @@ impl DnsServerAddresses {
                     key: named.key.clone(),
                     severity: Severity::Error,
                     reason: self.missing(&named.name)?,
+                    // The label's value holds more than the name (its port).
+                    value: None,
+                    suggestion: None,
                 })
             })
             .collect()

@@ -6,20 +6,25 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
+use super::diagnostic::did_you_mean;
+
 /// One refused value: where it is and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
     pub path: String,
     pub reason: String,
+    /// The key probably meant, for an unknown key.
+    pub suggestion: Option<String>,
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.path.is_empty() {
-            f.write_str(&self.reason)
+            f.write_str(&self.reason)?;
         } else {
-            write!(f, "{}: {}", self.path, self.reason)
+            write!(f, "{}: {}", self.path, self.reason)?;
         }
+        did_you_mean(f, self.suggestion.as_deref())
     }
 }
 
@@ -74,9 +79,20 @@ pub struct Problems(Vec<ConfigError>);
 
 impl Problems {
     pub fn report(&mut self, path: &KeyPath, reason: impl Into<String>) {
+        self.report_suggesting(path, reason, None);
+    }
+
+    /// A problem with the key probably meant.
+    pub fn report_suggesting(
+        &mut self,
+        path: &KeyPath,
+        reason: impl Into<String>,
+        suggestion: Option<&str>,
+    ) {
         self.0.push(ConfigError {
             path: path.0.clone(),
             reason: reason.into(),
+            suggestion: suggestion.map(str::to_owned),
         });
     }
 
@@ -110,14 +126,20 @@ impl<'a> Object<'a> {
         };
         for key in map.keys() {
             if !known.contains(&key.as_str()) {
-                let reason = match closest(key, known) {
-                    Some(near) => format!("unknown key `{key}` (did you mean `{near}`?)"),
-                    None => format!(
-                        "unknown key `{key}` (expected one of: {})",
-                        known.join(", ")
+                match closest(key, known) {
+                    Some(near) => problems.report_suggesting(
+                        &path,
+                        format!("unknown key `{key}`"),
+                        Some(near),
                     ),
-                };
-                problems.report(&path, reason);
+                    None => problems.report(
+                        &path,
+                        format!(
+                            "unknown key `{key}` (expected one of: {})",
+                            known.join(", ")
+                        ),
+                    ),
+                }
             }
         }
         Some(Object { map, path })
@@ -267,7 +289,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(object.bool("enabled", &mut problems), None);
-        let errors = problems.into_result(()).unwrap_err().to_string();
+        let errors = problems.into_result(()).unwrap_err();
+        assert_eq!(errors.0[0].reason, "unknown key `retyr`");
+        assert_eq!(errors.0[0].suggestion.as_deref(), Some("retry"));
+        let errors = errors.to_string();
         assert!(
             errors.contains("unknown key `retyr` (did you mean `retry`?)"),
             "{errors}"

@@ -14,7 +14,7 @@ mod model;
 mod routes_file;
 pub mod values;
 
-pub use diagnostic::{Diagnostic, Findings, Origin, Severity};
+pub use diagnostic::{Diagnostic, Findings, Origin, Severity, SeverityCounts};
 pub use dns_servers::{DnsServerAddresses, NamedDnsServer};
 pub use durations::parse_duration;
 pub use json_reader::{ConfigError, ConfigErrors};

@@ -20,6 +20,7 @@ pub fn parse_routes_file(text: &str) -> Result<DesiredHosts, ConfigErrors> {
         ConfigErrors(vec![ConfigError {
             path: String::new(),
             reason: format!("not valid JSON: {error}"),
+            suggestion: None,
         }])
     })?;
     let mut problems = Problems::default();

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::config::values::closest;
 
-use crate::config::Findings;
+use crate::config::{Findings, Severity};
 
 /// Every key a route may carry, besides `headers.add.<Header-Name>`.
 pub const ROUTE_KEYS: &[&str] = &[
@@ -87,9 +87,11 @@ pub fn sort_labels<'a>(
         let value = value.trim();
         let Some(key) = label.strip_prefix(&start) else {
             if let Some(meant) = near_miss(label, prefix) {
-                findings.warning(
+                findings.report(
+                    Severity::Warning,
                     label.as_str(),
-                    format!("not read, the label prefix is `{prefix}` (did you mean `{meant}`?)"),
+                    format!("not read, the label prefix is `{prefix}`"),
+                    Some(meant),
                 );
             }
             continue;
@@ -109,8 +111,8 @@ pub fn sort_labels<'a>(
             Some(name) => format!("{start}{ROUTES_SEGMENT}.{name}."),
             None => start.clone(),
         };
-        if let Some(reason) = route_key_problem(route_key, &start, &route_start) {
-            findings.warning(label.as_str(), reason);
+        if let Some((reason, meant)) = route_key_problem(route_key, &start, &route_start) {
+            findings.report(Severity::Warning, label.as_str(), reason, meant);
             continue;
         }
         routes
@@ -146,21 +148,27 @@ fn split_route(key: &str) -> Result<(Option<&str>, &str), &'static str> {
 }
 
 /// Why `key` is not a key of the route whose labels start with `route_start`
-/// (`start` is the prefix's: `dockhand.`), with the nearest key as a suggestion.
-fn route_key_problem(key: &str, start: &str, route_start: &str) -> Option<String> {
+/// (`start` is the prefix's: `dockhand.`), with the nearest label as a suggestion.
+fn route_key_problem(
+    key: &str,
+    start: &str,
+    route_start: &str,
+) -> Option<(String, Option<String>)> {
     let unnamed = start == route_start;
     if is_route_key(key) {
         return None;
     }
     if key == ENABLE_KEY {
-        return Some(format!(
+        let reason = format!(
             "unknown key, ignored (enable applies to the whole container: {start}{ENABLE_KEY})"
-        ));
+        );
+        return Some((reason, None));
     }
     if key.starts_with(HEADER_KEY_START) {
-        return Some(format!(
+        let reason = format!(
             "names no header, ignored (write {route_start}{HEADER_KEY_START}<Header-Name>)"
-        ));
+        );
+        return Some((reason, None));
     }
     // `route.api.host`, `rutes.api.host`: a misspelt `routes` segment.
     let misspelt_routes = || {
@@ -171,10 +179,8 @@ fn route_key_problem(key: &str, start: &str, route_start: &str) -> Option<String
     let suggestion = closest(key, ROUTE_KEYS)
         .map(str::to_owned)
         .or_else(misspelt_routes);
-    Some(match suggestion {
-        Some(near) => format!("unknown key, ignored (did you mean `{route_start}{near}`?)"),
-        None => "unknown key, ignored".to_owned(),
-    })
+    let meant = suggestion.map(|near| format!("{route_start}{near}"));
+    Some(("unknown key, ignored".to_owned(), meant))
 }
 
 fn is_route_key(key: &str) -> bool {
@@ -260,15 +266,23 @@ mod tests {
     fn suggestions_name_the_whole_label() {
         let unnamed = |key| route_key_problem(key, "dockhand.", "dockhand.");
         let named = |key| route_key_problem(key, "dockhand.", "dockhand.routes.api.");
-        let suggests = |reason: Option<String>, label: &str| {
-            let reason = reason.expect("a problem");
-            assert!(reason.contains(&format!("`{label}`")), "{reason}");
+        let suggests = |problem: Option<(String, Option<String>)>, label: &str| {
+            let (reason, meant) = problem.expect("a problem");
+            assert_eq!(reason, "unknown key, ignored");
+            assert_eq!(meant.as_deref(), Some(label));
         };
         suggests(unnamed("hots"), "dockhand.host");
         suggests(named("retry.atempts"), "dockhand.routes.api.retry.attempts");
         suggests(unnamed("route.api.host"), "dockhand.routes.api.host");
         assert_eq!(named("headers.add.X-Id"), None);
-        assert!(named("enable").unwrap().contains("dockhand.enable"));
-        assert!(unnamed("headers.add.").unwrap().contains("names no header"));
+        assert_eq!(
+            unnamed("banana"),
+            Some(("unknown key, ignored".into(), None))
+        );
+        assert!(named("enable").unwrap().0.contains("dockhand.enable"));
+        assert!(unnamed("headers.add.")
+            .unwrap()
+            .0
+            .contains("names no header"));
     }
 }

@@ -55,7 +55,8 @@ pub fn build_hosts(
     let mut diagnostics = Vec::new();
     let mut locations = Locations::default();
     for container in in_order {
-        let mut findings = Findings::new(origin_of(container), &mut diagnostics);
+        let mut findings =
+            Findings::new(origin_of(container), &mut diagnostics).with_values(&container.labels);
         let routes = read_routes(container, &context.label_prefix, &mut findings);
         for route in &routes {
             let source = ContainerRef {

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::dns_servers::{self, RETRY_INTERVAL};
 use crate::config::{
     dns_server_names, parse_routes_file, ConfigErrors, Desired, DesiredHosts, Diagnostic, Findings,
-    Origin, ProviderId,
+    Origin, ProviderId, Severity,
 };
 use crate::resolve::Dns;
 use crate::routes::Router;
@@ -114,7 +114,7 @@ impl FileProvider {
                 tracing::info!(path = %self.path.display(), hosts = count, "routes file reloaded");
             }
             Some(Err(error)) => {
-                self.load_problems = diagnose(&self.path, &error);
+                self.load_problems = diagnose(&self.path, &error, KEPT);
                 self.publish().await;
             }
             None if self.dns_server_retry.is_some_and(|at| Instant::now() >= at) => {
@@ -162,21 +162,38 @@ impl FileProvider {
     }
 }
 
-/// A version that did not load, as diagnostics: one per invalid key.
-fn diagnose(path: &Path, error: &RoutesFileError) -> Vec<Diagnostic> {
+/// What a served routes file's diagnostics add to each reason.
+const KEPT: &str = "; the last good version is served";
+
+/// The routes file's problems as diagnostics, without serving it (`dockhand
+/// check`): none when it loads.
+pub async fn check(path: &Path) -> Vec<Diagnostic> {
+    match load(path).await {
+        Ok(_) => Vec::new(),
+        Err(error) => diagnose(path, &error, ""),
+    }
+}
+
+/// A version that did not load, as diagnostics: one per invalid key, each
+/// reason followed by `consequence`.
+fn diagnose(path: &Path, error: &RoutesFileError, consequence: &str) -> Vec<Diagnostic> {
     let mut diagnostics = Vec::new();
     let origin = Origin::RoutesFile {
         path: path.to_owned(),
     };
     let mut findings = Findings::new(origin, &mut diagnostics);
-    let kept = "; the last good version is served";
     match error {
         RoutesFileError::Read { source, .. } => {
-            findings.error("", format!("can't be read: {source}{kept}"))
+            findings.error("", format!("can't be read: {source}{consequence}"))
         }
         RoutesFileError::Invalid { errors, .. } => {
             for error in &errors.0 {
-                findings.error(&error.path, format!("{}{kept}", error.reason));
+                findings.report(
+                    Severity::Error,
+                    &error.path,
+                    format!("{}{consequence}", error.reason),
+                    error.suggestion.clone(),
+                );
             }
         }
     }

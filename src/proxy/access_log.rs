@@ -1,6 +1,8 @@
 //! One access-log event per request, written when its response body ends (so
 //! it carries the bytes sent and the whole duration), at target
-//! `dockhand::access`; and the WARN for each failed try and for a body cut
+//! `dockhand::access`, with where it went (location prefix, upstream, tries,
+//! the last try's time to its response head) and dockhand's error reason and
+//! cause; and the WARN for each failed try and for a body cut
 //! after its head went out, logged once each with where the request went
 //! and why it failed (a client body that failed is logged as the client's,
 //! at INFO).
@@ -32,12 +34,15 @@ pub struct AccessRecord {
     /// The URI as the client sent it: the log shows its path, before any rewrite.
     pub uri: Uri,
     pub status: StatusCode,
-    /// The matched location's prefix, once the request was sent upstream.
+    /// The matched location's prefix, once the request is routed to one.
     pub location: Option<Arc<str>>,
     /// The last upstream the request was sent to.
     pub upstream: Option<Arc<Endpoint>>,
     /// Tries made so far (1 for the first).
     pub attempt: u32,
+    /// From sending the last try (connecting included, when it needed a new
+    /// connection) to its response head; `None` when it got none.
+    pub upstream_ms: Option<f64>,
     /// The reason of dockhand's own status, or of a body cut mid-response.
     pub error: Option<&'static str>,
     /// What failed underneath `error`, when something did.
@@ -78,7 +83,10 @@ impl AccessRecord {
             host = self.host_text(),
             path = self.uri.path(),
             status = self.status.as_u16(),
+            location = self.location.as_deref().unwrap_or(""),
             upstream = self.upstream_text(),
+            attempt = self.attempt,
+            upstream_ms = self.upstream_ms,
             bytes_out,
             duration_ms = self.started.elapsed().as_secs_f64() * 1000.0,
             error,

@@ -66,6 +66,7 @@ pub async fn handle(
         location: None,
         upstream: None,
         attempt: 0,
+        upstream_ms: None,
         error: None,
         cause: None,
         counters: state.metrics.unmatched().clone(),
@@ -106,6 +107,7 @@ async fn handle_inner(
     let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
         return Err(nothing_to_serve(state, &wanted, record));
     };
+    record.location = Some(route.location.clone());
     record.counters = route.counters.clone();
 
     let client_upgrade = route
@@ -142,7 +144,11 @@ async fn handle_inner(
         record.attempt += 1;
         let in_flight = endpoint.state.start_request();
         let request = head.request_to(&endpoint, sending.body_for_try());
+        let sent_at = Instant::now();
         let result = send(state, &endpoint, request, &sending).await;
+        record.upstream_ms = result
+            .is_ok()
+            .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
         if let Err(error) = &result {
             record.log_failed_try(&route.location, error);
         }
@@ -195,7 +201,6 @@ async fn handle_inner(
             endpoint.state.start_request(),
         ));
     }
-    record.location = Some(route.location);
     Ok((response, in_flight))
 }
 

@@ -496,7 +496,9 @@ mod tests {
             },
             key: "dockhand.prot".into(),
             severity: Severity::Warning,
-            reason: "unknown label; did you mean dockhand.port?".into(),
+            reason: "unknown key, ignored".into(),
+            value: Some("8080".into()),
+            suggestion: Some("dockhand.port".into()),
         };
         let mut desired = containers(r#"{"host": {}}"#);
         desired.diagnostics = vec![diagnostic.clone()];
@@ -560,6 +562,8 @@ mod tests {
             key: "dockhand.host".into(),
             severity: Severity::Error,
             reason: "bad".into(),
+            value: None,
+            suggestion: None,
         });
         router.publish(ProviderId::Docker, desired.clone());
         assert!(!moves.has_changed().unwrap(), "the same addresses: no move");

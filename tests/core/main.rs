@@ -6,9 +6,12 @@ mod raw_h2;
 mod support;
 mod upstreams;
 
+mod access_log;
 mod admin;
 mod causes;
+mod check_command;
 mod client_faults;
+mod dashboard;
 mod forwarding;
 mod host_header;
 mod hostile_http1;

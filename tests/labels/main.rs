@@ -5,6 +5,9 @@
 //! rewrites the expected part of every case; each rewritten file is then read
 //! by eye before it is committed, since a golden file is only as good as its review.
 //!
+//! A diagnostic is shown as its text line, then the label's value it carries
+//! (`[value "80"]`).
+//!
 //! In a case, container fields may be left out: `id` defaults to the name,
 //! `running` to true, `network_mode` to `default`, the rest to empty.
 
@@ -336,6 +339,16 @@ fn render_named_dns_server(named: &NamedDnsServer) -> Value {
     ))
 }
 
+/// The text form, then the label's value where the diagnostic carries it.
 fn render_diagnostic(diagnostic: &Diagnostic) -> Value {
-    json!(format!("{}: {diagnostic}", diagnostic.severity))
+    // The key meant is data of its own, which the text form appends.
+    assert!(
+        !diagnostic.reason.contains("did you mean"),
+        "a suggestion written into the reason: {diagnostic:?}"
+    );
+    let mut line = format!("{}: {diagnostic}", diagnostic.severity);
+    if let Some(value) = &diagnostic.value {
+        line.push_str(&format!(" [value {value:?}]"));
+    }
+    json!(line)
 }

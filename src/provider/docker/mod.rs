@@ -7,7 +7,7 @@
 //! once, nothing kept between publishes (they follow Docker events, never
 //! requests), so a DNS that does not answer holds a publish for up to the
 //! lookup timeout. One without an address is looked up again every few
-//! seconds until it resolves.
+//! seconds until it resolves. `check` looks once, for `dockhand check`.
 
 mod api;
 mod facts;
@@ -28,7 +28,7 @@ use futures_util::StreamExt;
 use tokio::time::Instant;
 
 use super::dns_servers::{self, RETRY_INTERVAL};
-use crate::config::{Desired, ProviderId};
+use crate::config::{Desired, Diagnostic, ProviderId};
 use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
 use crate::metrics::Metrics;
 use crate::resolve::Dns;
@@ -102,6 +102,18 @@ impl ProviderState {
         facts.running &= !self.stopping.contains(&facts.id);
         self.containers.push(facts);
     }
+}
+
+/// The label problems of the engine's containers now, without following
+/// it or serving (`dockhand check --docker`): one list and inspect of each,
+/// read as at start. DNS server names are not looked up.
+pub async fn check(settings: &DockerSettings) -> Result<Vec<Diagnostic>, DockerError> {
+    let api = BollardApi::connect(&settings.host).await?;
+    // Nothing is served, so nothing reads what it would count.
+    let mut state = ProviderState::new(settings, Arc::default());
+    learn_own_networks(&api, settings, &mut state).await?;
+    relist(&api, &mut state).await?;
+    Ok(build_hosts(&state.containers, &state.context).1)
 }
 
 /// Follows Docker until the connection fails; returns why.

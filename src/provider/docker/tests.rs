@@ -292,10 +292,8 @@ async fn label_problems_are_held_by_the_router_until_fixed() {
         matches!(&diagnostic.origin, crate::config::Origin::Container { name, id } if name == "web-b" && id == "b"),
         "{diagnostic:?}"
     );
-    assert!(
-        diagnostic.reason.contains("dockhand.port"),
-        "{diagnostic:?}"
-    );
+    assert_eq!(diagnostic.value.as_deref(), Some("8080"));
+    assert_eq!(diagnostic.suggestion.as_deref(), Some("dockhand.port"));
     assert_eq!(
         harness.upstreams().unwrap().len(),
         2,
