@@ -90,7 +90,10 @@ fn start() -> Harness {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let proxy = listener.local_addr().unwrap();
         tokio::spawn(async move {
-            let listeners = Listeners { http: listener };
+            let listeners = Listeners {
+                http: listener,
+                admin: None,
+            };
             dockhand::run(listeners, settings, std::future::pending())
                 .await
                 .expect("dockhand serves the routes file");
