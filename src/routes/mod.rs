@@ -23,7 +23,9 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::{Desired, DesiredHosts, Diagnostic, ProviderId, Severity, UpstreamTarget};
+use crate::config::{
+    Desired, DesiredHosts, Diagnostic, ProviderId, Severity, SeverityCounts, UpstreamTarget,
+};
 use crate::metrics::{CurrentState, DiagnosticCounts, Metrics, UpstreamReading};
 use crate::resolve::{AddressSink, ResolvedNames};
 use crate::upstream::{EndpointInputs, EndpointRegistry};
@@ -373,18 +375,15 @@ impl CurrentState for Router {
 
     fn diagnostic_counts(&self) -> DiagnosticCounts {
         let inputs = self.lock_inputs();
-        let mut counts = DiagnosticCounts::default();
         let every = inputs
             .providers
             .values()
-            .flat_map(|p| &p.desired.diagnostics);
-        for diagnostic in every {
-            match diagnostic.severity {
-                Severity::Error => counts.errors += 1,
-                Severity::Warning => counts.warnings += 1,
-            }
+            .flat_map(|published| &published.desired.diagnostics);
+        let counts = SeverityCounts::of(every);
+        DiagnosticCounts {
+            errors: counts.errors as u64,
+            warnings: counts.warnings as u64,
         }
-        counts
     }
 }
 
