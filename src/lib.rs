@@ -34,6 +34,8 @@
 //! - `metrics`: Prometheus metrics, counted by the parts above as things
 //!   happen (one `Metrics` shared by `Arc`) and served by `admin` at
 //!   `/metrics`. Imports nothing else of dockhand's.
+//! - `tls`: HTTPS termination: certificates by SNI (from files and ACME),
+//!   the rustls configuration, ACME's challenge answers.
 //! - `limits`: the process's open-file limit, raised at start.
 
 pub mod admin;
@@ -49,6 +51,7 @@ pub mod resolve;
 pub mod routes;
 pub mod settings;
 mod sync;
+pub mod tls;
 pub mod upstream;
 
 pub use error::Error;

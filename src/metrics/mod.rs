@@ -94,6 +94,60 @@ impl ClientProtocol {
     }
 }
 
+/// How a TLS handshake with a client ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsHandshake {
+    Completed,
+    /// The ClientHello named no server: no certificate is a fair answer.
+    NoServerName,
+    /// The ClientHello named a server dockhand has no certificate for.
+    UnknownServerName,
+    /// The client did not finish within the handshake timeout.
+    TimedOut,
+    /// Any other failure (bad records, no common version or cipher).
+    Failed,
+}
+
+impl TlsHandshake {
+    const ALL: [TlsHandshake; 5] = [
+        TlsHandshake::Completed,
+        TlsHandshake::NoServerName,
+        TlsHandshake::UnknownServerName,
+        TlsHandshake::TimedOut,
+        TlsHandshake::Failed,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            TlsHandshake::Completed => "completed",
+            TlsHandshake::NoServerName => "no_server_name",
+            TlsHandshake::UnknownServerName => "unknown_server_name",
+            TlsHandshake::TimedOut => "timed_out",
+            TlsHandshake::Failed => "failed",
+        }
+    }
+}
+
+/// How an ACME order ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcmeOrder {
+    /// A certificate was issued and stored.
+    Issued,
+    /// The order failed (a problem document, a refused challenge, no answer).
+    Failed,
+}
+
+impl AcmeOrder {
+    const ALL: [AcmeOrder; 2] = [AcmeOrder::Issued, AcmeOrder::Failed];
+
+    fn label(self) -> &'static str {
+        match self {
+            AcmeOrder::Issued => "issued",
+            AcmeOrder::Failed => "failed",
+        }
+    }
+}
+
 /// The registry and every family counted as things happen.
 pub struct Metrics {
     registry: Registry,
@@ -109,6 +163,8 @@ pub struct Metrics {
     table_swaps: Counter,
     table_build: Histogram,
     connections: Family<ProtocolLabels, Gauge>,
+    tls_handshakes: Family<ResultLabels, Counter>,
+    acme_orders: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -144,6 +200,8 @@ impl Metrics {
             // 0.1 ms to about 3 s.
             table_build: Histogram::new(exponential_buckets(0.0001, 2.0, 16)),
             connections: Family::default(),
+            tls_handshakes: Family::default(),
+            acme_orders: Family::default(),
             requests,
             registry: Registry::with_prefix(PREFIX),
         };
@@ -162,6 +220,18 @@ impl Metrics {
                     .connections
                     .get_or_create(&ProtocolLabels { protocol }),
             );
+        }
+        for result in TlsHandshake::ALL {
+            let result = result.label();
+            drop(
+                metrics
+                    .tls_handshakes
+                    .get_or_create(&ResultLabels { result }),
+            );
+        }
+        for result in AcmeOrder::ALL {
+            let result = result.label();
+            drop(metrics.acme_orders.get_or_create(&ResultLabels { result }));
         }
         metrics.register();
         metrics
@@ -244,6 +314,16 @@ impl Metrics {
             "Open client connections, by protocol (counted from their first request)",
             self.connections.clone(),
         );
+        registry.register(
+            "tls_handshakes",
+            "TLS handshakes with clients, by how they ended",
+            self.tls_handshakes.clone(),
+        );
+        registry.register(
+            "acme_orders",
+            "ACME certificate orders, by how they ended",
+            self.acme_orders.clone(),
+        );
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
             .get_or_create(&VersionLabels {
@@ -324,6 +404,22 @@ impl Metrics {
     pub fn table_swapped(&self, build: Duration) {
         self.table_swaps.inc();
         self.table_build.observe(build.as_secs_f64());
+    }
+
+    pub fn tls_handshake(&self, ended: TlsHandshake) {
+        self.tls_handshakes
+            .get_or_create(&ResultLabels {
+                result: ended.label(),
+            })
+            .inc();
+    }
+
+    pub fn acme_order(&self, ended: AcmeOrder) {
+        self.acme_orders
+            .get_or_create(&ResultLabels {
+                result: ended.label(),
+            })
+            .inc();
     }
 
     /// Counts a client connection as open until the returned guard drops.

@@ -1,0 +1,42 @@
+//! HTTPS termination: the certificates dockhand serves and how a handshake
+//! picks one. `Certificate` is a chain and its key, parsed and checked once,
+//! with the names and validity it carries; `CertificateStore` holds every
+//! certificate by where it came from (the certificates directory, ACME) and
+//! swaps in a new `SniIndex` on each change, so a handshake is one lookup;
+//! `SniResolver` answers rustls' question "which certificate for this
+//! ClientHello", and refuses rather than answer with another host's;
+//! `AcmeChallenges` holds what ACME validation asks of the listeners while
+//! an order runs. `server_config` builds the rustls configuration the HTTPS
+//! listener serves with. This module knows nothing of routes or requests.
+
+mod certificate;
+mod challenges;
+mod index;
+mod resolver;
+mod server_config;
+mod store;
+
+pub use certificate::{Certificate, CertificateError};
+pub use challenges::{AcmeChallenges, ACME_TLS_ALPN_PROTOCOL, HTTP01_PATH_PREFIX};
+pub use index::SniIndex;
+pub use resolver::SniResolver;
+pub use server_config::{server_config, ALPN_H2, ALPN_HTTP1};
+pub use store::{CertificateSource, CertificateStore};
+
+use std::sync::Arc;
+
+/// What the listeners share about TLS: the certificates served, and the
+/// answers to ACME's challenges while orders run. Present (and empty) when
+/// HTTPS is off, so the plain-HTTP side can ask whether a host has a
+/// certificate without a special case.
+#[derive(Default)]
+pub struct TlsState {
+    pub certificates: CertificateStore,
+    pub challenges: AcmeChallenges,
+}
+
+impl TlsState {
+    pub fn new() -> Arc<TlsState> {
+        Arc::new(TlsState::default())
+    }
+}
