@@ -13,7 +13,9 @@ use ipnet::IpNet;
 
 use dockhand::admin::AdminToken;
 use dockhand::config::parse_duration;
-use dockhand::settings::{defaults, DockerHost, DockerSettings, Settings};
+use dockhand::settings::{
+    defaults, AcmeChallenge, AcmeSettings, DockerHost, DockerSettings, Settings, TlsSettings,
+};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
@@ -28,6 +30,50 @@ pub struct Flags {
     /// Address the HTTP listener binds.
     #[arg(long, env = "DOCKHAND_HTTP_LISTEN", default_value = defaults::HTTP_LISTEN)]
     pub http_listen: SocketAddr,
+
+    /// Address the HTTPS listener binds; opened when --certs-dir or
+    /// --acme-email is given.
+    #[arg(long, env = "DOCKHAND_HTTPS_LISTEN", default_value = defaults::HTTPS_LISTEN)]
+    pub https_listen: SocketAddr,
+
+    /// Directory of certificates to serve: `<name>.crt` + `<name>.key`, or
+    /// `<name>/fullchain.pem` + `<name>/privkey.pem`; re-read on change.
+    #[arg(long, env = "DOCKHAND_CERTS_DIR", value_name = "DIR", global = true)]
+    pub certs_dir: Option<PathBuf>,
+
+    /// How often the certificates directory is checked for changes.
+    #[arg(long, env = "DOCKHAND_CERTS_POLL_INTERVAL", default_value = defaults::CERTS_POLL_INTERVAL, value_parser = parse_duration)]
+    pub certs_poll_interval: Duration,
+
+    /// Upper bound on a client's TLS handshake.
+    #[arg(long, env = "DOCKHAND_TLS_HANDSHAKE_TIMEOUT", default_value = defaults::TLS_HANDSHAKE_TIMEOUT, value_parser = parse_duration)]
+    pub tls_handshake_timeout: Duration,
+
+    /// Order certificates over ACME for every served host, with this contact.
+    #[arg(long, env = "DOCKHAND_ACME_EMAIL", value_name = "EMAIL")]
+    pub acme_email: Option<String>,
+
+    /// The ACME directory URL (default: Let's Encrypt production).
+    #[arg(long, env = "DOCKHAND_ACME_DIRECTORY", value_name = "URL")]
+    pub acme_directory: Option<String>,
+
+    /// Use Let's Encrypt's staging directory (untrusted certificates, high
+    /// limits); --acme-directory, when given, wins.
+    #[arg(long, env = "DOCKHAND_ACME_STAGING")]
+    pub acme_staging: bool,
+
+    /// PEM file of extra roots trusted for the ACME directory (a private CA).
+    #[arg(long, env = "DOCKHAND_ACME_CA", value_name = "FILE")]
+    pub acme_ca: Option<PathBuf>,
+
+    /// Where the ACME account and certificates are kept.
+    #[arg(long, env = "DOCKHAND_ACME_STORAGE", value_name = "DIR", default_value = defaults::ACME_STORAGE)]
+    pub acme_storage: PathBuf,
+
+    /// How the CA checks the names: on the HTTP listener, or on the HTTPS
+    /// listener when port 80 is not reachable.
+    #[arg(long, env = "DOCKHAND_ACME_CHALLENGE", value_enum, default_value_t = AcmeChallengeFlag::Http01)]
+    pub acme_challenge: AcmeChallengeFlag,
 
     /// Address the admin listener (API, dashboard, metrics, probes) binds;
     /// off loopback it needs --admin-token or --admin-token-file.
@@ -151,6 +197,14 @@ pub struct Flags {
     pub command: Option<Command>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AcmeChallengeFlag {
+    #[value(name = "http-01")]
+    Http01,
+    #[value(name = "tls-alpn-01")]
+    TlsAlpn01,
+}
+
 /// What to do instead of serving.
 #[derive(Debug, Subcommand, PartialEq, Eq)]
 pub enum Command {
@@ -227,6 +281,7 @@ impl Flags {
         };
         Ok(Settings {
             admin_token: self.admin_token()?,
+            tls: self.tls(),
             docker,
             routes_file: self.routes.clone(),
             routes_poll_interval: self.routes_poll_interval.max(MIN_ROUTES_POLL_INTERVAL),
@@ -240,6 +295,29 @@ impl Flags {
             trusted_proxies: self.trusted_proxies.clone(),
             dns_resolver: self.dns_resolver,
         })
+    }
+
+    fn tls(&self) -> TlsSettings {
+        let acme = self.acme_email.as_ref().map(|email| AcmeSettings {
+            email: email.clone(),
+            directory: match (&self.acme_directory, self.acme_staging) {
+                (Some(directory), _) => directory.clone(),
+                (None, true) => defaults::ACME_STAGING_DIRECTORY.to_owned(),
+                (None, false) => defaults::ACME_DIRECTORY.to_owned(),
+            },
+            ca: self.acme_ca.clone(),
+            storage: self.acme_storage.clone(),
+            challenge: match self.acme_challenge {
+                AcmeChallengeFlag::Http01 => AcmeChallenge::Http01,
+                AcmeChallengeFlag::TlsAlpn01 => AcmeChallenge::TlsAlpn01,
+            },
+        });
+        TlsSettings {
+            certs_dir: self.certs_dir.clone(),
+            certs_poll_interval: self.certs_poll_interval,
+            handshake_timeout: self.tls_handshake_timeout,
+            acme,
+        }
     }
 
     /// The token from `--admin-token` or the file `--admin-token-file` names.
@@ -401,6 +479,14 @@ mod tests {
     fn example_value(flag: &str) -> &'static str {
         match flag {
             "http-listen" => "127.0.0.1:8080",
+            "https-listen" => "127.0.0.1:8443",
+            "certs-dir" => "/etc/dockhand/certs",
+            "acme-email" => "admin@example.com",
+            "acme-directory" => "https://localhost:14000/dir",
+            "acme-staging" => "true",
+            "acme-ca" => "/etc/dockhand/acme-ca.pem",
+            "acme-storage" => "/data/acme",
+            "acme-challenge" => "tls-alpn-01",
             "admin-listen" => "127.0.0.1:9091",
             "admin-token" => "s3cret",
             "admin-token-file" => "/run/secrets/dockhand_admin",

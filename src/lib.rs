@@ -70,11 +70,14 @@ use proxy::{ErrorKind, ProxyState, ServerSettings};
 use resolve::{CountedDns, Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
 use settings::Settings;
+use tls::TlsState;
 use upstream::{run_checks, tcp_probe, EndpointRegistry};
 
 /// The sockets dockhand serves on, bound by the caller (port 0 in tests).
 pub struct Listeners {
     pub http: TcpListener,
+    /// The HTTPS listener; `None` serves none (see `TlsSettings::https_wanted`).
+    pub https: Option<TcpListener>,
     /// The admin listener; `None` serves none.
     pub admin: Option<TcpListener>,
 }
@@ -146,6 +149,7 @@ pub async fn run(
         upstream_wait: settings.upstream_wait,
         client_body_timeout: settings.client_body_timeout,
         metrics,
+        tls: TlsState::new(),
     });
     if let Some(listener) = listeners.admin {
         let admin = AdminState {

@@ -75,6 +75,13 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
     let Some(http) = bind(flags.http_listen, "HTTP").await else {
         return ExitCode::FAILURE;
     };
+    let https = match settings.tls.https_wanted() {
+        true => match bind(flags.https_listen, "HTTPS").await {
+            Some(listener) => Some(listener),
+            None => return ExitCode::FAILURE,
+        },
+        false => None,
+    };
     let Some(admin) = bind(flags.admin_listen, "the admin API").await else {
         return ExitCode::FAILURE;
     };
@@ -94,6 +101,7 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
     match dockhand::run(
         Listeners {
             http,
+            https,
             admin: Some(admin),
         },
         settings,

@@ -19,6 +19,13 @@ use crate::config::parse_duration;
 /// Every default, as a user would write it on the command line.
 pub mod defaults {
     pub const HTTP_LISTEN: &str = "0.0.0.0:80";
+    pub const HTTPS_LISTEN: &str = "0.0.0.0:443";
+    pub const TLS_HANDSHAKE_TIMEOUT: &str = "10s";
+    pub const CERTS_POLL_INTERVAL: &str = "2s";
+    pub const ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+    pub const ACME_STAGING_DIRECTORY: &str =
+        "https://acme-staging-v02.api.letsencrypt.org/directory";
+    pub const ACME_STORAGE: &str = "/var/lib/dockhand/acme";
     pub const ADMIN_LISTEN: &str = "127.0.0.1:8081";
     pub const ROUTES_POLL_INTERVAL: &str = "1s";
     pub const DOCKER_HOST: &str = "unix:///var/run/docker.sock";
@@ -70,6 +77,51 @@ pub struct Settings {
     pub docker: Option<DockerSettings>,
     /// What the admin listener asks for; `None`: it must be on loopback.
     pub admin_token: Option<AdminToken>,
+    /// HTTPS: where certificates come from, and the handshake's bounds.
+    pub tls: TlsSettings,
+}
+
+/// HTTPS termination: certificates from a directory and/or ACME.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsSettings {
+    /// `--certs-dir`: PEM pairs, re-read when they change.
+    pub certs_dir: Option<PathBuf>,
+    /// How often the certificates directory is checked for changes.
+    pub certs_poll_interval: Duration,
+    /// Upper bound on a client's TLS handshake.
+    pub handshake_timeout: Duration,
+    /// `None`: no certificates are ordered.
+    pub acme: Option<AcmeSettings>,
+}
+
+impl TlsSettings {
+    /// Whether the HTTPS listener is opened: when certificates can exist.
+    pub fn https_wanted(&self) -> bool {
+        self.certs_dir.is_some() || self.acme.is_some()
+    }
+}
+
+/// Ordering certificates over ACME (RFC 8555).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcmeSettings {
+    /// The account's contact.
+    pub email: String,
+    /// The directory URL of the CA.
+    pub directory: String,
+    /// Extra PEM roots trusted for the directory (a private CA, Pebble).
+    pub ca: Option<PathBuf>,
+    /// Where the account and certificates are kept across restarts.
+    pub storage: PathBuf,
+    pub challenge: AcmeChallenge,
+}
+
+/// How the CA checks that dockhand serves a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// Answered on the HTTP listener (port 80).
+    Http01,
+    /// Answered on the HTTPS listener (RFC 8737), when port 80 is not reachable.
+    TlsAlpn01,
 }
 
 /// What the Docker provider needs.
@@ -174,6 +226,18 @@ impl Default for DockerSettings {
     }
 }
 
+impl Default for TlsSettings {
+    /// No certificates: HTTPS off.
+    fn default() -> TlsSettings {
+        TlsSettings {
+            certs_dir: None,
+            certs_poll_interval: default_duration(defaults::CERTS_POLL_INTERVAL),
+            handshake_timeout: default_duration(defaults::TLS_HANDSHAKE_TIMEOUT),
+            acme: None,
+        }
+    }
+}
+
 impl Default for Settings {
     /// What the binary runs with when given no flags (the Docker provider on).
     fn default() -> Settings {
@@ -191,6 +255,7 @@ impl Default for Settings {
             dns_resolver: None,
             docker: Some(DockerSettings::default()),
             admin_token: None,
+            tls: TlsSettings::default(),
         }
     }
 }

@@ -92,6 +92,7 @@ fn start() -> Harness {
         tokio::spawn(async move {
             let listeners = Listeners {
                 http: listener,
+                https: None,
                 admin: None,
             };
             dockhand::run(listeners, settings, std::future::pending())

@@ -22,6 +22,8 @@ pub fn readiness(state: &AdminState) -> Result<(), String> {
         .map(|provider| match provider {
             ProviderId::File => "the routes file is not loaded yet",
             ProviderId::Docker => "the first Docker sync has not finished",
+            ProviderId::Certificates => "the certificates directory is not read yet",
+            ProviderId::Acme => "ACME has not started",
         })
         .collect();
     match awaited.is_empty() {

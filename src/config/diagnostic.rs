@@ -35,6 +35,11 @@ pub enum Origin {
     /// The routes file: a version that could not be loaded (the last good
     /// one is still served).
     RoutesFile { path: PathBuf },
+    /// A file of the certificates directory (the last good version of its
+    /// certificate, if any, is still served).
+    CertificateFile { path: PathBuf },
+    /// A host name whose certificate can't be ordered over ACME now.
+    Acme { name: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -71,6 +76,10 @@ impl fmt::Display for Diagnostic {
                 self.key,
                 self.reason
             )?,
+            Origin::CertificateFile { path } => {
+                write!(f, "certificate {}: {}", path.display(), self.reason)?
+            }
+            Origin::Acme { name } => write!(f, "ACME certificate for {name}: {}", self.reason)?,
         }
         did_you_mean(f, self.suggestion.as_deref())
     }
@@ -98,6 +107,14 @@ impl Diagnostic {
             Origin::RoutesFile { path } => {
                 object.insert("source".into(), json!("routes_file"));
                 object.insert("path".into(), json!(path.display().to_string()));
+            }
+            Origin::CertificateFile { path } => {
+                object.insert("source".into(), json!("certificate_file"));
+                object.insert("path".into(), json!(path.display().to_string()));
+            }
+            Origin::Acme { name } => {
+                object.insert("source".into(), json!("acme"));
+                object.insert("name".into(), json!(name));
             }
         }
         object.insert("key".into(), json!(self.key));

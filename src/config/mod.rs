@@ -29,6 +29,10 @@ use std::fmt;
 pub enum ProviderId {
     File,
     Docker,
+    /// The certificates directory: diagnostics only, never hosts.
+    Certificates,
+    /// ACME orders: diagnostics only, never hosts.
+    Acme,
 }
 
 impl fmt::Display for ProviderId {
@@ -36,6 +40,8 @@ impl fmt::Display for ProviderId {
         f.write_str(match self {
             ProviderId::File => "routes file",
             ProviderId::Docker => "docker",
+            ProviderId::Certificates => "certificates directory",
+            ProviderId::Acme => "acme",
         })
     }
 }

@@ -28,6 +28,7 @@ use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
 use crate::metrics::Metrics;
 use crate::resolve::ResolveHints;
 use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
+use crate::tls::TlsState;
 use crate::upstream::{Endpoint, InFlight};
 
 /// Request heads larger than this are refused with `431`.
@@ -46,6 +47,9 @@ pub struct ProxyState {
     pub upstream_wait: Duration,
     pub client_body_timeout: Duration,
     pub metrics: Arc<Metrics>,
+    /// The certificates served and ACME's challenge answers (empty when
+    /// HTTPS is off): plain HTTP asks it whether to redirect.
+    pub tls: Arc<TlsState>,
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.

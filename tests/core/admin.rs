@@ -270,6 +270,7 @@ async fn start_with_token(admin: TcpListener, token: &str) -> Result<(), dockhan
     };
     let listeners = Listeners {
         http: backend_listener,
+        https: None,
         admin: Some(admin),
     };
     dockhand::run(listeners, settings, std::future::pending()).await
@@ -331,6 +332,7 @@ async fn an_admin_listener_off_loopback_without_a_token_is_refused() {
     drop(proxy);
     let listeners = Listeners {
         http: TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        https: None,
         admin: Some(listener),
     };
     let mut settings = test_settings();

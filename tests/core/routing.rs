@@ -214,6 +214,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
         upstream_wait: Duration::from_millis(100),
         client_body_timeout: Duration::from_secs(5),
         metrics: Arc::default(),
+        tls: Arc::default(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -496,6 +496,7 @@ impl Proxy {
         let mut task = tokio::spawn(dockhand::run(
             Listeners {
                 http: listener,
+                https: None,
                 admin: Some(admin_listener),
             },
             settings,

@@ -331,7 +331,7 @@ fn render_upstream(upstream: &UpstreamConfig) -> Value {
 fn render_named_dns_server(named: &NamedDnsServer) -> Value {
     let container = match &named.origin {
         Origin::Container { name, .. } => name.as_str(),
-        Origin::RoutesFile { .. } => panic!("labels name a routes file: {named:?}"),
+        other => panic!("labels name something other than a container ({other:?}): {named:?}"),
     };
     json!(format!(
         "container {container:?}: label {}: {}",
