@@ -13,6 +13,12 @@ pub enum Error {
     RoutesFile(#[from] RoutesFileError),
     #[error(transparent)]
     AdminExposed(#[from] ExposedWithoutToken),
+    #[error("--certs-dir {}: {error}", dir.display())]
+    CertsDir {
+        dir: std::path::PathBuf,
+        #[source]
+        error: std::io::Error,
+    },
     #[error("the admin listener's address is unknown: {0}")]
     AdminListener(#[source] std::io::Error),
 }

@@ -141,6 +141,15 @@ pub async fn run(
             metrics.clone(),
         )));
     }
+    let tls = TlsState::new();
+    if let Some(dir) = &settings.tls.certs_dir {
+        tls::files::load_into(dir, &tls.certificates)
+            .await
+            .map_err(|error| Error::CertsDir {
+                dir: dir.clone(),
+                error,
+            })?;
+    }
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout, registry, dns, metrics.clone()),
@@ -149,7 +158,7 @@ pub async fn run(
         upstream_wait: settings.upstream_wait,
         client_body_timeout: settings.client_body_timeout,
         metrics,
-        tls: TlsState::new(),
+        tls,
     });
     if let Some(listener) = listeners.admin {
         let admin = AdminState {

@@ -6,14 +6,17 @@
 //! `SniResolver` answers rustls' question "which certificate for this
 //! ClientHello", and refuses rather than answer with another host's;
 //! `AcmeChallenges` holds what ACME validation asks of the listeners while
-//! an order runs. `server_config` builds the rustls configuration the HTTPS
+//! an order runs, and `AcmeStatus` where each name's order stands.
+//! `files` reads the certificates directory. `server_config` builds the rustls configuration the HTTPS
 //! listener serves with. This module knows nothing of routes or requests.
 
 mod certificate;
 mod challenges;
+pub mod files;
 mod index;
 mod resolver;
 mod server_config;
+mod status;
 mod store;
 
 pub use certificate::{Certificate, CertificateError};
@@ -21,6 +24,7 @@ pub use challenges::{AcmeChallenges, ACME_TLS_ALPN_PROTOCOL, HTTP01_PATH_PREFIX}
 pub use index::SniIndex;
 pub use resolver::SniResolver;
 pub use server_config::{server_config, ALPN_H2, ALPN_HTTP1};
+pub use status::{AcmeStatus, OrderState};
 pub use store::{CertificateSource, CertificateStore};
 
 use std::sync::Arc;
@@ -33,6 +37,8 @@ use std::sync::Arc;
 pub struct TlsState {
     pub certificates: CertificateStore,
     pub challenges: AcmeChallenges,
+    /// Where each name's ACME order stands, for the admin API.
+    pub acme: AcmeStatus,
 }
 
 impl TlsState {
