@@ -30,9 +30,28 @@ const OWN_NAMESPACE: &str = "x-dockhand-";
 /// Between the elements of a list header's value.
 const LIST_SEPARATOR: &[u8] = b", ";
 
+/// How the client reached dockhand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    /// Over the HTTPS listener (TLS).
+    Https,
+}
+
+impl Scheme {
+    /// As `X-Forwarded-Proto` and `Forwarded: proto=` write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::Http => "http",
+            Scheme::Https => "https",
+        }
+    }
+}
+
 /// What a connection knows about its peer, computed once per connection.
 pub struct PeerInfo {
     pub address: SocketAddr,
+    pub scheme: Scheme,
     /// The peer's IP as a header value, ready to set.
     ip_value: HeaderValue,
     /// The peer's IP as RFC 7239 writes a node: the value of `for=`.
@@ -47,6 +66,7 @@ pub struct PeerInfo {
 impl PeerInfo {
     pub fn new(
         address: SocketAddr,
+        scheme: Scheme,
         local_port: Option<HeaderValue>,
         trusted_proxies: &[IpNet],
     ) -> PeerInfo {
@@ -54,6 +74,7 @@ impl PeerInfo {
         let ip = address.ip().to_canonical();
         PeerInfo {
             address,
+            scheme,
             ip_value: HeaderValue::from_str(&ip.to_string())
                 .expect("an IP address is a valid header value"),
             forwarded_node: forwarded_node(ip).into_boxed_str(),
@@ -289,6 +310,7 @@ mod tests {
         };
         PeerInfo::new(
             address.parse().unwrap(),
+            Scheme::Http,
             Some(HeaderValue::from(8080u16)),
             &trusted_proxies,
         )

@@ -424,7 +424,7 @@ fn prepare_head(
     if let Some(protocols) = forwarded_upgrade {
         upgrade::set_upgrade(headers, protocols);
     }
-    set_client_identity(headers, peer, Some(&host), "http");
+    set_client_identity(headers, peer, Some(&host), peer.scheme.as_str());
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
     headers.insert(header::HOST, host);

@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::client_identity::PeerInfo;
+use super::client_identity::{PeerInfo, Scheme};
 use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
 use super::idle::{ConnectionActivity, Idle};
 use super::send_timeout::{ClientCut, ClientSocket};
@@ -82,6 +82,7 @@ pub async fn serve(
         }
         let peer = Arc::new(PeerInfo::new(
             address,
+            Scheme::Http,
             local_port.clone(),
             &settings.trusted_proxies,
         ));
