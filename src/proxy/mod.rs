@@ -25,6 +25,7 @@ mod stall;
 mod upgrade;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;
+pub use client_identity::Scheme;
 pub use error::{ErrorKind, ProxyError, ERROR_HEADER, RETRY_AFTER_SECS};
 pub use forward::{ProxyState, MAX_HEADER_BYTES};
 pub use server::{serve, ServerSettings};
