@@ -298,7 +298,10 @@ impl Flags {
     }
 
     fn tls(&self) -> TlsSettings {
-        let acme = self.acme_email.as_ref().map(|email| AcmeSettings {
+        // An empty email (`DOCKHAND_ACME_EMAIL=` from a compose file's unset
+        // variable) leaves ACME off.
+        let email = self.acme_email.as_ref().filter(|email| !email.is_empty());
+        let acme = email.map(|email| AcmeSettings {
             email: email.clone(),
             directory: match (&self.acme_directory, self.acme_staging) {
                 (Some(directory), _) => directory.clone(),
