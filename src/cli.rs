@@ -478,6 +478,37 @@ mod tests {
         );
     }
 
+    #[test]
+    fn acme_is_on_with_an_email_and_the_directory_follows_the_flags() {
+        let acme = |args: &[&str]| parse(args).unwrap().settings(None).unwrap().tls.acme;
+        assert_eq!(acme(&[]), None);
+        assert_eq!(acme(&["--acme-email", ""]), None);
+        let production = acme(&["--acme-email", "ops@example.com"]).unwrap();
+        assert_eq!(production.directory, defaults::ACME_DIRECTORY);
+        assert_eq!(production.challenge, AcmeChallenge::Http01);
+        let staging = acme(&["--acme-email", "ops@example.com", "--acme-staging"]).unwrap();
+        assert_eq!(staging.directory, defaults::ACME_STAGING_DIRECTORY);
+        let own = [
+            "--acme-email",
+            "a@b.c",
+            "--acme-staging",
+            "--acme-directory",
+            "https://ca/dir",
+        ];
+        assert_eq!(acme(&own).unwrap().directory, "https://ca/dir");
+        let settings = parse(&["--certs-dir", "/certs"])
+            .unwrap()
+            .settings(None)
+            .unwrap();
+        assert!(settings.tls.https_wanted());
+        assert!(!parse(&[])
+            .unwrap()
+            .settings(None)
+            .unwrap()
+            .tls
+            .https_wanted());
+    }
+
     /// A value for each flag that takes one, different from its default.
     fn example_value(flag: &str) -> &'static str {
         match flag {
