@@ -113,9 +113,11 @@ fn ca_client(extra_roots: Option<&Path>, refusals: Arc<Refusals>) -> Result<CaCl
             roots.add(certificate).map_err(|e| error(e.to_string()))?;
         }
     }
-    let tls = client_config(true, Arc::new(roots));
+    let mut tls = rustls::ClientConfig::clone(&client_config(true, Arc::new(roots)));
+    // The connector sets ALPN from the HTTP versions enabled below.
+    tls.alpn_protocols.clear();
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(rustls::ClientConfig::clone(&tls))
+        .with_tls_config(tls)
         .https_only()
         .enable_http1()
         .enable_http2()
