@@ -1,6 +1,7 @@
-//! `dockhand check`, the real binary: a routes file's problems printed as
-//! text lines or one JSON document, without serving; exit 0 when none is an
-//! error, 1 when one is, 2 when the check can't run (Docker unreachable).
+//! `dockhand check`, the real binary: a routes file's problems, and the
+//! certificates directory's, printed as text lines or one JSON document,
+//! without serving; exit 0 when none is an error, 1 when one is, 2 when the
+//! check can't run (Docker unreachable).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -147,4 +148,50 @@ fn docker_out_of_reach_exits_2_saying_why() {
         stderr.contains(&format!("dockhand check: can't reach Docker at {host}")),
         "{stderr}"
     );
+}
+
+/// Writes `<stem>.crt` and `<stem>.key` for `name` into `dir`; with
+/// `mismatched`, the key of another certificate.
+fn certificate_pair(dir: &Path, stem: &str, name: &str, mismatched: bool) -> PathBuf {
+    let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    let key = if mismatched { &other } else { &made };
+    let chain = dir.join(format!("{stem}.crt"));
+    std::fs::write(&chain, made.cert.pem()).unwrap();
+    std::fs::write(
+        dir.join(format!("{stem}.key")),
+        key.signing_key.serialize_pem(),
+    )
+    .unwrap();
+    chain
+}
+
+#[test]
+fn a_mismatched_certificate_pair_exits_1_naming_its_file_and_a_good_one_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    certificate_pair(dir.path(), "good", "good.example.com", false);
+    let certs = dir.path().to_str().unwrap();
+    let output = check(&["--no-docker", "--certs-dir", certs]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout(&output),
+        format!("0 errors, 0 warnings (checked certificates directory {certs})\n")
+    );
+
+    let bad = certificate_pair(dir.path(), "bad", "bad.example.com", true);
+    let output = check(&["--no-docker", "--certs-dir", certs]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "error: certificate {}: the private key does not belong to the certificate\n\
+             1 error, 0 warnings (checked certificates directory {certs})\n",
+            bad.display()
+        )
+    );
+    let output = check(&["--no-docker", "--certs-dir", certs, "--format", "json"]);
+    let document: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let diagnostic = &document["diagnostics"][0];
+    assert_eq!(diagnostic["source"], "certificate_file");
+    assert_eq!(diagnostic["path"], bad.to_str().unwrap());
 }
