@@ -75,7 +75,11 @@ fn certificate_pair(dir: &Path, stem: &str, name: &str, mismatched: bool) -> Pat
     let key = if mismatched { &other } else { &made };
     let chain = dir.join(format!("{stem}.crt"));
     std::fs::write(&chain, made.cert.pem()).unwrap();
-    std::fs::write(dir.join(format!("{stem}.key")), key.signing_key.serialize_pem()).unwrap();
+    std::fs::write(
+        dir.join(format!("{stem}.key")),
+        key.signing_key.serialize_pem(),
+    )
+    .unwrap();
     chain
 }
 

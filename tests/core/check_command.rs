@@ -8,6 +8,8 @@ use std::process::Output;
 
 use serde_json::Value;
 
+use crate::tls_support::TestCa;
+
 const BAD: &str = r#"{"host": {
     "a.com": {"location": {"/": {"upstraem": {}, "retry": {"attempts": 11}}}}
 }}"#;
@@ -150,26 +152,11 @@ fn docker_out_of_reach_exits_2_saying_why() {
     );
 }
 
-/// Writes `<stem>.crt` and `<stem>.key` for `name` into `dir`; with
-/// `mismatched`, the key of another certificate.
-fn certificate_pair(dir: &Path, stem: &str, name: &str, mismatched: bool) -> PathBuf {
-    let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
-    let other = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
-    let key = if mismatched { &other } else { &made };
-    let chain = dir.join(format!("{stem}.crt"));
-    std::fs::write(&chain, made.cert.pem()).unwrap();
-    std::fs::write(
-        dir.join(format!("{stem}.key")),
-        key.signing_key.serialize_pem(),
-    )
-    .unwrap();
-    chain
-}
-
 #[test]
 fn a_mismatched_certificate_pair_exits_1_naming_its_file_and_a_good_one_exits_0() {
     let dir = tempfile::tempdir().unwrap();
-    certificate_pair(dir.path(), "good", "good.example.com", false);
+    let ca = TestCa::new("dockhand check test CA");
+    ca.leaf("good.example.com").write_pair(dir.path(), "good");
     let certs = dir.path().to_str().unwrap();
     let output = check(&["--no-docker", "--certs-dir", certs]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
@@ -178,7 +165,10 @@ fn a_mismatched_certificate_pair_exits_1_naming_its_file_and_a_good_one_exits_0(
         format!("0 errors, 0 warnings (checked certificates directory {certs})\n")
     );
 
-    let bad = certificate_pair(dir.path(), "bad", "bad.example.com", true);
+    ca.leaf("bad.example.com").write_pair(dir.path(), "bad");
+    let other = ca.leaf("bad.example.com");
+    std::fs::write(dir.path().join("bad.key"), &other.key_pem).unwrap();
+    let bad = dir.path().join("bad.crt");
     let output = check(&["--no-docker", "--certs-dir", certs]);
     assert_eq!(output.status.code(), Some(1), "{output:?}");
     assert_eq!(

@@ -165,6 +165,9 @@ fn read_if_changed(
 
 #[cfg(test)]
 mod tests {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+
     use super::*;
     use crate::config::{Origin, Severity};
 
@@ -224,10 +227,11 @@ mod tests {
         }
     }
 
+    /// The leaf's DER of `pair`.
     fn der(pair: &Pem) -> Vec<u8> {
-        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(pair.chain.as_bytes());
-        use rustls::pki_types::pem::PemObject;
-        chain.map(Result::unwrap).next().unwrap().to_vec()
+        CertificateDer::from_pem_slice(pair.chain.as_bytes())
+            .unwrap()
+            .to_vec()
     }
 
     fn errors(certs: &CertsDir) -> Vec<(PathBuf, String)> {
