@@ -11,6 +11,7 @@ mod access_log;
 mod acme;
 mod admin;
 mod causes;
+mod certs_dir;
 mod check_command;
 mod client_faults;
 mod dashboard;
