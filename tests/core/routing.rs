@@ -191,6 +191,8 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
     let hosts = vec![HostConfig {
         pattern: HostPattern::Exact("app.test".into()),
         health_check: Default::default(),
+        https_redirect: true,
+        hsts: None,
         locations: vec![stopped],
     }];
     router.publish(
@@ -215,6 +217,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
         client_body_timeout: Duration::from_secs(5),
         metrics: Arc::default(),
         tls: Arc::default(),
+        https_port: None,
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
