@@ -4,9 +4,9 @@
 //! upstream, unless the host turns it off; a host without a certificate
 //! (none in the directory, or an ACME order that failed) and an unknown
 //! host are served over HTTP as before. The ACME HTTP-01 answer comes first
-//! even on a host that redirects.
+//! even on a host that redirects. Over TLS, a host's `hsts` is sent (in
+//! place of the upstream's), never over plain HTTP.
 
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,20 +16,7 @@ use dockhand::tls::{Certificate, CertificateSource, TlsState};
 use dockhand::upstream::EndpointRegistry;
 
 use crate::support::*;
-
-/// A self-signed certificate for `names`, written as `<file>.crt` and `<file>.key`.
-fn write_certificate(dir: &Path, file: &str, names: &[&str]) -> (String, String) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
-    let certificate = rcgen::CertificateParams::new(names)
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let pem = (certificate.pem(), key.serialize_pem());
-    std::fs::write(dir.join(format!("{file}.crt")), &pem.0).unwrap();
-    std::fs::write(dir.join(format!("{file}.key")), &pem.1).unwrap();
-    pem
-}
+use crate::tls_support::*;
 
 /// `secure.test` (has a certificate, redirects unless `redirect` is false),
 /// `kept.test` (has a certificate, `https_redirect: false`) and
@@ -56,18 +43,17 @@ async fn plain_http_is_redirected_only_for_hosts_with_a_certificate_that_keep_th
         RecordingUpstream::start(b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nsecure").await;
     let kept = Backend::echo("kept").await;
     let plain = Backend::echo("plain").await;
-    let certs = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("redirect test CA");
     // `unrouted.test` has a certificate but no route.
-    write_certificate(certs.path(), "secure", &["secure.test", "unrouted.test"]);
-    write_certificate(certs.path(), "kept", &["kept.test"]);
-    let mut settings = test_settings();
-    settings.tls.certs_dir = Some(certs.path().to_owned());
-    let (proxy, https) = Proxy::start_with_https_listener(
+    let secure_certificate = ca.leaf_for(&["secure.test", "unrouted.test"]);
+    let kept_certificate = ca.leaf("kept.test");
+    let proxy = Proxy::start_https(
         &routes(secure.addr, kept.addr, plain.addr, true),
-        settings,
+        &[&secure_certificate, &kept_certificate],
+        test_settings(),
     )
     .await;
-    let port = https.port();
+    let port = proxy.https.unwrap().port();
 
     // The path and query as sent; the HTTPS listener's port (not 443 here).
     let reply = get(proxy.addr, "secure.test", "/a/b%2Fc?x=1&y=%20z&&").await;
@@ -148,10 +134,10 @@ async fn the_acme_challenge_is_answered_before_the_redirect_and_443_is_left_out(
             container_addresses: Default::default(),
         },
     );
-    let certs = tempfile::tempdir().unwrap();
-    let (chain, key) = write_certificate(certs.path(), "secure", &["secure.test"]);
+    let identity = self_signed("secure.test");
     let tls = Arc::new(TlsState::default());
-    let certificate = Certificate::from_pem(chain.as_bytes(), key.as_bytes()).unwrap();
+    let certificate =
+        Certificate::from_pem(identity.chain_pem.as_bytes(), identity.key_pem.as_bytes()).unwrap();
     tls.certificates
         .replace(CertificateSource::Files, vec![Arc::new(certificate)]);
     tls.challenges.set_http01("tok", "tok.print");
@@ -170,4 +156,79 @@ async fn the_acme_challenge_is_answered_before_the_redirect_and_443_is_left_out(
     assert_eq!(root.header("location"), "https://secure.test/");
     upstream.assert_untouched("challenge and redirects");
     server.abort();
+}
+
+/// RFC 6797: `Strict-Transport-Security` for TLS clients of hosts with
+/// `hsts` (§7.1, the field once: the upstream's is replaced), never over
+/// plain HTTP (§7.2); hosts without `hsts` pass the upstream's through.
+/// The redirect's `Location` is where the host is served over TLS.
+#[tokio::test]
+async fn hsts_goes_to_tls_clients_of_hosts_that_ask_for_it_never_over_plain_http() {
+    let echo = Backend::echo("echo").await;
+    let sends_its_own = RecordingUpstream::start(
+        b"HTTP/1.1 200 OK\r\nstrict-transport-security: max-age=5\r\ncontent-length: 2\r\n\r\nok",
+    )
+    .await;
+    let routes = serde_json::json!({"host": {
+        "hsts.test": {"https_redirect": false, "hsts": "31536000; includeSubDomains",
+            "location": {"/": {"upstream": {echo.addr.to_string(): {}}}}},
+        "replaced.test": {"hsts": 600,
+            "location": {"/": {"upstream": {sends_its_own.addr.to_string(): {}}}}},
+        "passed.test": {"location": {"/": {"upstream": {sends_its_own.addr.to_string(): {}}}}},
+        "none.test": {"location": {"/": {"upstream": {echo.addr.to_string(): {}}}}}
+    }})
+    .to_string();
+    let ca = TestCa::new("hsts test CA");
+    let names = ["hsts.test", "replaced.test", "passed.test", "none.test"];
+    let certificate = ca.leaf_for(&names);
+    let proxy = Proxy::start_https(&routes, &[&certificate], test_settings()).await;
+    let https = proxy.https.unwrap();
+    let sts = |reply: &Reply| -> Vec<String> {
+        reply
+            .headers
+            .get_all("strict-transport-security")
+            .iter()
+            .map(|value| value.to_str().unwrap().to_owned())
+            .collect()
+    };
+    let expected = [
+        ("hsts.test", vec!["max-age=31536000; includeSubDomains"]),
+        ("replaced.test", vec!["max-age=600"]),
+        ("passed.test", vec!["max-age=5"]),
+        ("none.test", vec![]),
+    ];
+    // HTTP/2 and HTTP/1.1 over TLS alike.
+    for alpn in [&b"h2"[..], b"http/1.1"] {
+        for (host, values) in &expected {
+            let config = client_config(ca.roots(), &[alpn]);
+            let mut client = https_connection(https, host, config).await;
+            let reply = client.get(host, "/x").await;
+            assert_eq!(reply.status, 200, "{host}");
+            assert_eq!(
+                &sts(&reply),
+                values,
+                "{host} over {}",
+                String::from_utf8_lossy(alpn)
+            );
+        }
+    }
+
+    let plain = get(proxy.addr, "hsts.test", "/x").await;
+    assert_eq!(plain.status, 200, "https_redirect=false");
+    assert_eq!(sts(&plain), Vec::<String>::new(), "never over plain HTTP");
+
+    let redirect = get(proxy.addr, "replaced.test", "/r?q=1").await;
+    assert_eq!(redirect.status, 308);
+    assert!(sts(&redirect).is_empty());
+    let location = redirect.header("location").to_owned();
+    assert_eq!(
+        location,
+        format!("https://replaced.test:{}/r?q=1", https.port())
+    );
+    let config = client_config(ca.roots(), &[b"http/1.1"]);
+    let mut client = https_connection(https, "replaced.test", config).await;
+    let followed = client.get("replaced.test", "/r?q=1").await;
+    assert_eq!(followed.status, 200);
+    assert_eq!(followed.text(), "ok");
+    proxy.stop().await;
 }
