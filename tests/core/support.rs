@@ -34,7 +34,7 @@ use dockhand::tls::TlsState;
 use dockhand::upstream::EndpointRegistry;
 use dockhand::{Error, Listeners};
 
-use crate::tls_support::ServerIdentity;
+use super::tls_support::ServerIdentity;
 
 pub type TestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 

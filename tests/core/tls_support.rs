@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::client::TlsStream as ClientTlsStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
-use crate::support::{empty, read_reply, Reply, TestBody};
+use super::support::{empty, read_reply, Reply, TestBody};
 
 /// A certificate authority that exists for one test.
 pub struct TestCa {
