@@ -4,8 +4,10 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::core_harness::tls_support::{client_config, https_connection, tls_connect, TestCa};
 use crate::support::*;
 
 /// The access-log events dockhand printed for `host`.
@@ -433,17 +435,22 @@ fn the_compose_example_answers_through_dockhand() {
     let run = TestRun::new("compose-example");
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/compose/compose.yaml");
     let port = free_port().to_string();
+    let https_port = free_port();
     let admin_port = free_port().to_string();
     let (dockhand_image, demo_image) = (dockhand_image(), backend_image());
     let socket = docker_socket_path().expect("the engine on a unix socket");
     let socket = socket.to_string_lossy();
+    // The certificates folder starts empty; a pair is put in later.
+    let certs = tempfile::tempdir().unwrap();
     let project = run.compose_up(
         &file,
         &[
             ("DOCKHAND_IMAGE", dockhand_image.as_str()),
             ("DEMO_IMAGE", demo_image.as_str()),
             ("DOCKHAND_HTTP_PORT", port.as_str()),
+            ("DOCKHAND_HTTPS_PORT", &https_port.to_string()),
             ("DOCKHAND_ADMIN_PORT", admin_port.as_str()),
+            ("DOCKHAND_CERTS", &certs.path().to_string_lossy()),
             ("DOCKER_SOCKET", &socket),
             ("DEMO_PORT", "8080"),
         ],
@@ -498,6 +505,40 @@ fn the_compose_example_answers_through_dockhand() {
         let health = try_docker(["inspect", "-f", "{{.State.Health.Status}}", &dockhand]).ok()?;
         (health.trim() == "healthy").then_some(())
     });
+
+    // A certificate for whoami.localhost put in the certificates folder (as
+    // its README says) is picked up while running: HTTPS through the
+    // published 443, verified against the test's CA, and plain HTTP for the
+    // host is redirected there (308, RFC 9110 §15.4.9).
+    let ca = TestCa::new("compose example test CA");
+    ca.leaf("whoami.localhost").write_pair(certs.path(), "whoami");
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let https_addr: SocketAddr = format!("127.0.0.1:{https_port}").parse().unwrap();
+    let reply = wait_until_ok("HTTPS for whoami.localhost", || {
+        let config = client_config(ca.roots(), &[b"http/1.1"]);
+        runtime.block_on(async {
+            let stream = tls_connect(https_addr, "whoami.localhost", Arc::clone(&config))
+                .await
+                .map_err(|error| error.to_string())?;
+            drop(stream);
+            Ok::<_, String>(
+                https_connection(https_addr, "whoami.localhost", config)
+                    .await
+                    .get("whoami.localhost", "/api")
+                    .await,
+            )
+        })
+    });
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
+    assert_eq!(body["path"], "/api");
+    assert_eq!(body["headers"]["x-forwarded-proto"], "https", "{body}");
+    let plain = http_get(addr, "whoami.localhost", "/api?x=1").unwrap();
+    assert_eq!(plain.status, 308, "{}", plain.text());
+    assert_eq!(
+        plain.header("location"),
+        Some("https://whoami.localhost/api?x=1")
+    );
 }
 
 #[test]
