@@ -168,5 +168,8 @@ fn a_labelled_containers_host_gets_a_certificate_from_pebble_over_acme() {
     // Plain HTTP for the host now has a certificate: 308 to HTTPS.
     let plain = http_get(loopback(http_port), &host, "/x?y=1").unwrap();
     assert_eq!(plain.status, 308, "{}", plain.text());
-    assert_eq!(plain.header("location"), Some(format!("https://{host}/x?y=1").as_str()));
+    assert_eq!(
+        plain.header("location"),
+        Some(format!("https://{host}/x?y=1").as_str())
+    );
 }

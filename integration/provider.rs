@@ -511,7 +511,8 @@ fn the_compose_example_answers_through_dockhand() {
     // published 443, verified against the test's CA, and plain HTTP for the
     // host is redirected there (308, RFC 9110 §15.4.9).
     let ca = TestCa::new("compose example test CA");
-    ca.leaf("whoami.localhost").write_pair(certs.path(), "whoami");
+    ca.leaf("whoami.localhost")
+        .write_pair(certs.path(), "whoami");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let https_addr: SocketAddr = format!("127.0.0.1:{https_port}").parse().unwrap();
     let reply = wait_until_ok("HTTPS for whoami.localhost", || {
