@@ -226,7 +226,11 @@ async fn a_restart_on_the_same_storage_serves_the_stored_certificate_without_an_
     .await;
     let roots = first.pebble.root().await;
     let leaf = issued_leaf(&first, "kept.example.com", &roots).await;
-    let AcmeRun { proxy, pebble, _dns } = first;
+    let AcmeRun {
+        proxy,
+        pebble,
+        _dns,
+    } = first;
     proxy.stop().await;
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let https = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -242,7 +246,11 @@ async fn a_restart_on_the_same_storage_serves_the_stored_certificate_without_an_
         .expect("the stored certificate is served from the start");
     assert_eq!(reply.status, StatusCode::OK);
     assert_eq!(served, leaf, "the same leaf");
-    assert_eq!(metric_sum(&second, "").await, 0, "no order on the second run");
+    assert_eq!(
+        metric_sum(&second, "").await,
+        0,
+        "no order on the second run"
+    );
 }
 
 #[tokio::test]

@@ -79,8 +79,12 @@ pub async fn load(settings: &AcmeSettings, tls: &TlsState) -> Loaded {
             Ok(certificate) if certificate.not_after > now => {
                 held.insert(stored.id, HeldCertificate::new(Arc::new(certificate)));
             }
-            Ok(_) => tracing::info!(id = %stored.id, "stored ACME certificate expired; it will be ordered again"),
-            Err(error) => tracing::warn!(id = %stored.id, %error, "stored ACME certificate unusable; it will be ordered again"),
+            Ok(_) => {
+                tracing::info!(id = %stored.id, "stored ACME certificate expired; it will be ordered again")
+            }
+            Err(error) => {
+                tracing::warn!(id = %stored.id, %error, "stored ACME certificate unusable; it will be ordered again")
+            }
         }
     }
     let loaded = Loaded { storage, held };
@@ -210,7 +214,12 @@ pub async fn run(
                 .and_then(|leaf| CertificateIdentifier::try_from(leaf).ok())
                 .map(CertificateIdentifier::into_owned);
             tracing::info!(names = ?request.names, renewal = request.renews.is_some(), "ordering a certificate over ACME");
-            tokio::spawn(order_task(shared.clone(), request, replaces, events.clone()));
+            tokio::spawn(order_task(
+                shared.clone(),
+                request,
+                replaces,
+                events.clone(),
+            ));
         }
         let mut wake_at = plan.wake_at;
         for (id, certificate) in &held {
@@ -342,9 +351,9 @@ async fn order_task(
         )
         .await?;
         let stored = StoredCertificate::new(&request.names, &issued.chain, &issued.key);
-        let certificate = stored
-            .parse()
-            .map_err(|error| format!("the CA issued a certificate that can't be served: {error}"))?;
+        let certificate = stored.parse().map_err(|error| {
+            format!("the CA issued a certificate that can't be served: {error}")
+        })?;
         let storage = shared.storage.clone();
         let id = stored.id.clone();
         tokio::task::spawn_blocking(move || storage.save_certificate(&stored))

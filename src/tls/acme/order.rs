@@ -119,7 +119,10 @@ async fn validation_failure(order: &mut instant_acme::Order) -> String {
 /// The self-signed certificate a TLS-ALPN-01 validation is answered with:
 /// the one name, and the SHA-256 of the key authorization in the critical
 /// acmeIdentifier extension (RFC 8737 §3).
-fn tls_alpn01_certificate(name: &str, digest: impl AsRef<[u8]>) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+fn tls_alpn01_certificate(
+    name: &str,
+    digest: impl AsRef<[u8]>,
+) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
     let mut params = CertificateParams::new(vec![name.to_owned()]).map_err(|e| e.to_string())?;
     params.custom_extensions = vec![CustomExtension::new_acme_identifier(digest.as_ref())];
     let key = KeyPair::generate().map_err(|e| e.to_string())?;
@@ -174,7 +177,11 @@ mod tests {
             .find(|extension| extension.oid.to_id_string() == "1.3.6.1.5.5.7.1.31")
             .expect("acmeIdentifier");
         assert!(extension.critical);
-        assert_eq!(&extension.value[2..], &digest, "an OCTET STRING of the digest");
+        assert_eq!(
+            &extension.value[2..],
+            &digest,
+            "an OCTET STRING of the digest"
+        );
         let names = parsed.subject_alternative_name().unwrap().unwrap();
         assert_eq!(names.value.general_names.len(), 1);
     }
