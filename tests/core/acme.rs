@@ -365,3 +365,38 @@ async fn a_host_without_a_healthy_upstream_is_not_ordered_and_a_wildcard_gets_a_
         "waiting is no failure"
     );
 }
+
+#[tokio::test]
+async fn a_ca_unreachable_at_start_is_a_failed_order_not_a_failed_start() {
+    let backend = Backend::echo("app").await;
+    let storage = tempfile::tempdir().unwrap();
+    let mut settings = test_settings();
+    settings.tls.acme = Some(AcmeSettings {
+        email: "ops@example.com".to_owned(),
+        directory: format!("https://{}/dir", crate::support::free_port()),
+        ca: None,
+        storage: storage.path().to_owned(),
+        challenge: AcmeChallenge::Http01,
+    });
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = Proxy::start_on(
+        http,
+        https,
+        &routes(&[("app.example.com", backend.addr)]),
+        settings,
+    )
+    .await;
+    eventually_within(ISSUED_WITHIN, "the failed order's diagnostic", || async {
+        diagnostics(&proxy).await.iter().any(|diagnostic| {
+            diagnostic["name"] == "app.example.com"
+                && diagnostic["reason"]
+                    .as_str()
+                    .is_some_and(|reason| reason.contains("refused"))
+        })
+    })
+    .await;
+    assert_eq!(metric_sum(&proxy, "result=\"failed\"").await, 1);
+    let reply = get(proxy.addr, "app.example.com", "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "served over HTTP");
+}

@@ -29,6 +29,11 @@ use crate::upstream::{EndpointState, Health};
 
 /// How soon a CA that gave no hint is asked again for a renewal window.
 const RENEWAL_INFO_RECHECK: Duration = Duration::from_secs(6 * 60 * 60);
+/// The longest an order may take, account and storage included: a CA that
+/// stops answering fails the order rather than hold its names forever.
+const ORDER_LIMIT: Duration = Duration::from_secs(5 * 60);
+/// The longest the CA may take to give a renewal window.
+const RENEWAL_INFO_LIMIT: Duration = Duration::from_secs(60);
 
 /// The ACME certificates read from storage, ready to serve.
 pub struct Loaded {
@@ -340,7 +345,7 @@ async fn order_task(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let started = SystemTime::now();
-    let result = async {
+    let ordering = async {
         let account = shared.account().await?;
         let issued = order::order(
             &account,
@@ -361,8 +366,15 @@ async fn order_task(
             .map_err(|error| error.to_string())?
             .map_err(|error| format!("storing the certificate: {error}"))?;
         Ok((id, Arc::new(certificate)))
-    }
-    .await;
+    };
+    let result = tokio::time::timeout(ORDER_LIMIT, ordering)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the CA did not complete the order within {}",
+                humantime::format_duration(ORDER_LIMIT)
+            ))
+        });
     let _ = events.send(Event::OrderEnded {
         request,
         started,
@@ -379,7 +391,10 @@ async fn renewal_window_task(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let now = SystemTime::now();
-    let (renew_at, info) = match renewal_window(&shared, &leaf).await {
+    let window = tokio::time::timeout(RENEWAL_INFO_LIMIT, renewal_window(&shared, &leaf))
+        .await
+        .unwrap_or_else(|_| Err("no answer".to_owned()));
+    let (renew_at, info) = match window {
         Ok(Some((start, end, recheck))) => (
             Some(plan::time_in_window(start, end, rand::random::<f64>())),
             RenewalInfo {
