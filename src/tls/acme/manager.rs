@@ -528,6 +528,8 @@ fn served_names(router: &Router, tls: &TlsState) -> (Vec<Served>, Vec<String>) {
                 file_covered: files.iter().any(|file| file.covers(&name)),
                 name,
             }),
+            // A wildcard certificate in the directory serves it: nothing to say.
+            Eligibility::Wildcard(name) if files.iter().any(|file| file.names.contains(&name)) => {}
             Eligibility::Wildcard(name) => wildcards.push(name),
             Eligibility::Private => {}
         }
