@@ -303,3 +303,44 @@ async fn an_unknown_sni_costs_no_certificate_work() {
     const HANDSHAKE: u8 = 22;
     assert_eq!(first[0], HANDSHAKE, "a ServerHello for a served name");
 }
+
+/// Shutdown drains HTTPS as it drains HTTP: a request in flight over TLS
+/// gets its answer, the listener stops accepting, and `run` returns.
+#[tokio::test]
+async fn shutdown_lets_an_https_request_in_flight_finish() {
+    let (release, released) = tokio::sync::watch::channel(false);
+    let backend = Backend::start(move |_| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|done| *done).await;
+            http::Response::new(full("finished"))
+        }
+    })
+    .await;
+    let ca = TestCa::new("dockhand drain test CA");
+    let proxy = Proxy::start_https(
+        &one_route(APP, backend.addr),
+        &[&ca.leaf(APP)],
+        test_settings(),
+    )
+    .await;
+    let https = proxy.https.unwrap();
+    let mut sender = https_connection(https, APP, client_config(ca.roots(), &[b"h2"])).await;
+    let in_flight = tokio::spawn(async move { sender.get(APP, "/slow").await });
+    eventually("the request reached the upstream", || async {
+        backend.request_count() == 1
+    })
+    .await;
+    let stopped = tokio::spawn(proxy.stop());
+    eventually("the HTTPS listener closed", || async {
+        TcpStream::connect(https).await.is_err()
+    })
+    .await;
+    release.send(true).unwrap();
+    let reply = in_flight.await.unwrap();
+    assert_eq!(
+        (reply.status, reply.text().as_str()),
+        (StatusCode::OK, "finished")
+    );
+    stopped.await.unwrap();
+}
