@@ -122,6 +122,13 @@ async fn alpn_h2_gets_http2_and_http11_gets_http1_with_x_forwarded_proto_https()
         );
         let forwarded = reply.echoed_header("forwarded").unwrap();
         assert!(forwarded.contains("proto=https"), "{forwarded}");
+        // Counted open by its protocol, as a plain connection is.
+        let protocol = if h2 { "h2" } else { "http1" };
+        let series = format!("dockhand_client_connections{{protocol=\"{protocol}\"}}");
+        assert_eq!(
+            value_of(&scrape(site.proxy.admin).await, &series),
+            Some(1.0)
+        );
     }
     // A client that offers no ALPN at all speaks HTTP/1.1.
     let mut sender = https_connection(site.https(), APP, client_config(site.roots(), &[])).await;
@@ -343,4 +350,19 @@ async fn shutdown_lets_an_https_request_in_flight_finish() {
         (StatusCode::OK, "finished")
     );
     stopped.await.unwrap();
+}
+
+/// After the handshake the HTTP limits hold as on plain HTTP: a TLS client
+/// that asks nothing is closed at `--header-read-timeout`.
+#[tokio::test]
+async fn a_tls_client_that_asks_nothing_is_closed_at_the_header_read_timeout() {
+    let mut settings = test_settings();
+    settings.header_read_timeout = Duration::from_millis(300);
+    let site = Site::start(settings).await;
+    let config = client_config(site.roots(), &[b"http/1.1"]);
+    let mut tls = tls_connect(site.https(), APP, config).await.unwrap();
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut received));
+    assert!(read.await.is_ok(), "closed by dockhand");
+    assert!(received.is_empty());
 }
