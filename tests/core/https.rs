@@ -231,6 +231,23 @@ async fn a_handshake_never_finished_is_cut_at_the_timeout_and_counted() {
     assert_eq!(site.handshakes("failed").await, 0.0);
 }
 
+/// Plain HTTP sent to the HTTPS port is no ClientHello: the client gets
+/// an alert and the close, and the handshake counts as failed.
+#[tokio::test]
+async fn plain_http_on_the_https_port_is_a_failed_handshake() {
+    let site = Site::start(test_settings()).await;
+    let mut stream = TcpStream::connect(site.https()).await.unwrap();
+    let request = format!("GET / HTTP/1.1\r\nHost: {APP}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let answer = closed_by_server(&mut stream).await.expect("closed");
+    const ALERT: u8 = 21;
+    assert_eq!(answer.first(), Some(&ALERT), "{answer:?}");
+    eventually("counted as failed", || async {
+        site.handshakes("failed").await == 1.0
+    })
+    .await;
+}
+
 /// What the 1,000 held handshakes need: theirs and dockhand's ends of each
 /// (both in this process), and room for everything else.
 const HELD_HANDSHAKES: usize = 1000;
