@@ -139,7 +139,11 @@ where
         }
         let mut bytes = &buffer[..read];
         while !bytes.is_empty() {
-            acceptor.read_tls(&mut bytes)?;
+            if acceptor.read_tls(&mut bytes)? == 0 {
+                return Err(io::Error::other(
+                    "the ClientHello does not fit rustls' buffer",
+                ));
+            }
         }
         match acceptor.accept() {
             Ok(Some(accepted)) => return Ok(accepted),

@@ -122,6 +122,13 @@ async fn alpn_h2_gets_http2_and_http11_gets_http1_with_x_forwarded_proto_https()
         );
         let forwarded = reply.echoed_header("forwarded").unwrap();
         assert!(forwarded.contains("proto=https"), "{forwarded}");
+        // Counted open by its protocol, as a plain connection is.
+        let protocol = if h2 { "h2" } else { "http1" };
+        let series = format!("dockhand_client_connections{{protocol=\"{protocol}\"}}");
+        assert_eq!(
+            value_of(&scrape(site.proxy.admin).await, &series),
+            Some(1.0)
+        );
     }
     // A client that offers no ALPN at all speaks HTTP/1.1.
     let mut sender = https_connection(site.https(), APP, client_config(site.roots(), &[])).await;
@@ -224,6 +231,23 @@ async fn a_handshake_never_finished_is_cut_at_the_timeout_and_counted() {
     assert_eq!(site.handshakes("failed").await, 0.0);
 }
 
+/// Plain HTTP sent to the HTTPS port is no ClientHello: the client gets
+/// an alert and the close, and the handshake counts as failed.
+#[tokio::test]
+async fn plain_http_on_the_https_port_is_a_failed_handshake() {
+    let site = Site::start(test_settings()).await;
+    let mut stream = TcpStream::connect(site.https()).await.unwrap();
+    let request = format!("GET / HTTP/1.1\r\nHost: {APP}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let answer = closed_by_server(&mut stream).await.expect("closed");
+    const ALERT: u8 = 21;
+    assert_eq!(answer.first(), Some(&ALERT), "{answer:?}");
+    eventually("counted as failed", || async {
+        site.handshakes("failed").await == 1.0
+    })
+    .await;
+}
+
 /// What the 1,000 held handshakes need: theirs and dockhand's ends of each
 /// (both in this process), and room for everything else.
 const HELD_HANDSHAKES: usize = 1000;
@@ -302,4 +326,60 @@ async fn an_unknown_sni_costs_no_certificate_work() {
     served.read_exact(&mut first).await.unwrap();
     const HANDSHAKE: u8 = 22;
     assert_eq!(first[0], HANDSHAKE, "a ServerHello for a served name");
+}
+
+/// Shutdown drains HTTPS as it drains HTTP: a request in flight over TLS
+/// gets its answer, the listener stops accepting, and `run` returns.
+#[tokio::test]
+async fn shutdown_lets_an_https_request_in_flight_finish() {
+    let (release, released) = tokio::sync::watch::channel(false);
+    let backend = Backend::start(move |_| {
+        let mut released = released.clone();
+        async move {
+            let _ = released.wait_for(|done| *done).await;
+            http::Response::new(full("finished"))
+        }
+    })
+    .await;
+    let ca = TestCa::new("dockhand drain test CA");
+    let proxy = Proxy::start_https(
+        &one_route(APP, backend.addr),
+        &[&ca.leaf(APP)],
+        test_settings(),
+    )
+    .await;
+    let https = proxy.https.unwrap();
+    let mut sender = https_connection(https, APP, client_config(ca.roots(), &[b"h2"])).await;
+    let in_flight = tokio::spawn(async move { sender.get(APP, "/slow").await });
+    eventually("the request reached the upstream", || async {
+        backend.request_count() == 1
+    })
+    .await;
+    let stopped = tokio::spawn(proxy.stop());
+    eventually("the HTTPS listener closed", || async {
+        TcpStream::connect(https).await.is_err()
+    })
+    .await;
+    release.send(true).unwrap();
+    let reply = in_flight.await.unwrap();
+    assert_eq!(
+        (reply.status, reply.text().as_str()),
+        (StatusCode::OK, "finished")
+    );
+    stopped.await.unwrap();
+}
+
+/// After the handshake the HTTP limits hold as on plain HTTP: a TLS client
+/// that asks nothing is closed at `--header-read-timeout`.
+#[tokio::test]
+async fn a_tls_client_that_asks_nothing_is_closed_at_the_header_read_timeout() {
+    let mut settings = test_settings();
+    settings.header_read_timeout = Duration::from_millis(300);
+    let site = Site::start(settings).await;
+    let config = client_config(site.roots(), &[b"http/1.1"]);
+    let mut tls = tls_connect(site.https(), APP, config).await.unwrap();
+    let mut received = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), tls.read_to_end(&mut received));
+    assert!(read.await.is_ok(), "closed by dockhand");
+    assert!(received.is_empty());
 }

@@ -114,6 +114,8 @@ impl tonic::server::StreamingService<Note> for Talk {
     type ResponseStream = NoteStream;
     type Future = std::future::Ready<Result<tonic::Response<NoteStream>, Status>>;
 
+    // tonic's streams carry a `Status` as their error, however large.
+    #[allow(clippy::result_large_err)]
     fn call(&mut self, request: tonic::Request<Streaming<Note>>) -> Self::Future {
         let answers = request.into_inner().map(|received| {
             let received = received?;

@@ -29,6 +29,11 @@ use crate::upstream::{EndpointState, Health};
 
 /// How soon a CA that gave no hint is asked again for a renewal window.
 const RENEWAL_INFO_RECHECK: Duration = Duration::from_secs(6 * 60 * 60);
+/// The longest an order may take, account and storage included: a CA that
+/// stops answering fails the order rather than hold its names forever.
+const ORDER_LIMIT: Duration = Duration::from_secs(5 * 60);
+/// The longest the CA may take to give a renewal window.
+const RENEWAL_INFO_LIMIT: Duration = Duration::from_secs(60);
 
 /// The ACME certificates read from storage, ready to serve.
 pub struct Loaded {
@@ -79,8 +84,12 @@ pub async fn load(settings: &AcmeSettings, tls: &TlsState) -> Loaded {
             Ok(certificate) if certificate.not_after > now => {
                 held.insert(stored.id, HeldCertificate::new(Arc::new(certificate)));
             }
-            Ok(_) => tracing::info!(id = %stored.id, "stored ACME certificate expired; it will be ordered again"),
-            Err(error) => tracing::warn!(id = %stored.id, %error, "stored ACME certificate unusable; it will be ordered again"),
+            Ok(_) => {
+                tracing::info!(id = %stored.id, "stored ACME certificate expired; it will be ordered again")
+            }
+            Err(error) => {
+                tracing::warn!(id = %stored.id, %error, "stored ACME certificate unusable; it will be ordered again")
+            }
         }
     }
     let loaded = Loaded { storage, held };
@@ -162,95 +171,37 @@ pub async fn run(
     router: Arc<Router>,
     metrics: Arc<Metrics>,
 ) {
-    let shared = Arc::new(Shared {
-        ca: CaSettings {
-            directory: settings.directory.clone(),
-            email: settings.email.clone(),
-            extra_roots: settings.ca.clone(),
-        },
-        storage: loaded.storage.clone(),
-        challenge: settings.challenge,
-        tls: tls.clone(),
-        refusals: Arc::default(),
-        account: tokio::sync::Mutex::new(None),
-    });
-    let mut held = loaded.held;
-    let mut planner = Planner::default();
     let mut routes = router.subscribe();
     let mut certificates = tls.certificates.subscribe();
     let (events, mut ended) = mpsc::unbounded_channel();
-    let mut named: BTreeSet<String> = BTreeSet::new();
-    let mut renewal_info_asked: BTreeSet<String> = BTreeSet::new();
-    loop {
-        let now = SystemTime::now();
-        let (served, wildcards) = served_names(&router, &tls);
-        let views = held_views(&held);
-        let plan = planner.plan(now, &served, &wildcards, &views);
-        for gone in named.iter().filter(|name| !plan.states.contains_key(*name)) {
-            tls.acme.remove(gone);
-        }
-        for (name, state) in &plan.states {
-            tls.acme.set(name, state.clone());
-        }
-        named = plan.states.keys().cloned().collect();
-        router.publish(
-            ProviderId::Acme,
-            Desired {
-                diagnostics: plan.diagnostics,
-                ..Desired::default()
+    let mut manager = Manager {
+        shared: Arc::new(Shared {
+            ca: CaSettings {
+                directory: settings.directory.clone(),
+                email: settings.email.clone(),
+                extra_roots: settings.ca.clone(),
             },
-        );
-        for request in plan.orders {
-            let replaces = request
-                .renews
-                .as_ref()
-                .and_then(|id| held.get(id))
-                .filter(|held| held.renewal_info.is_some_and(|info| info.offered))
-                .and_then(|held| held.leaf())
-                .and_then(|leaf| CertificateIdentifier::try_from(leaf).ok())
-                .map(CertificateIdentifier::into_owned);
-            tracing::info!(names = ?request.names, renewal = request.renews.is_some(), "ordering a certificate over ACME");
-            tokio::spawn(order_task(shared.clone(), request, replaces, events.clone()));
-        }
-        let mut wake_at = plan.wake_at;
-        for (id, certificate) in &held {
-            match certificate.renewal_info {
-                Some(info) if !info.offered => {}
-                Some(info) if info.next_check > now => {
-                    wake_at = Some(wake_at.map_or(info.next_check, |w| w.min(info.next_check)));
-                }
-                _ if renewal_info_asked.contains(id) => {}
-                _ => {
-                    if let Some(leaf) = certificate.leaf() {
-                        renewal_info_asked.insert(id.clone());
-                        tokio::spawn(renewal_window_task(
-                            shared.clone(),
-                            id.clone(),
-                            leaf.clone(),
-                            events.clone(),
-                        ));
-                    }
-                }
-            }
-        }
+            storage: loaded.storage.clone(),
+            challenge: settings.challenge,
+            tls,
+            refusals: Arc::default(),
+            account: tokio::sync::Mutex::new(None),
+        }),
+        router,
+        metrics,
+        held: loaded.held,
+        planner: Planner::default(),
+        named: BTreeSet::new(),
+        renewal_info_asked: BTreeSet::new(),
+        events,
+    };
+    loop {
+        let wake_at = manager.look();
         let sleep = wake_at.map(|at| at.duration_since(SystemTime::now()).unwrap_or_default());
         tokio::select! {
             changed = routes.changed() => if changed.is_err() { return },
             _ = certificates.changed() => {}
-            Some(event) = ended.recv() => match event {
-                Event::OrderEnded { request, started, result } => {
-                    order_ended(&mut held, &mut planner, &shared, &metrics, request, started, result);
-                }
-                Event::RenewalWindow { id, renew_at, info } => {
-                    renewal_info_asked.remove(&id);
-                    if let Some(certificate) = held.get_mut(&id) {
-                        certificate.renewal_info = Some(info);
-                        if let Some(renew_at) = renew_at {
-                            certificate.renew_at = renew_at;
-                        }
-                    }
-                }
-            },
+            Some(event) = ended.recv() => manager.handle(event),
             () = sleep_for(sleep) => {}
         }
     }
@@ -263,64 +214,178 @@ async fn sleep_for(duration: Option<Duration>) {
     }
 }
 
-fn order_ended(
-    held: &mut BTreeMap<String, HeldCertificate>,
-    planner: &mut Planner,
-    shared: &Shared,
-    metrics: &Metrics,
-    request: OrderRequest,
-    started: SystemTime,
-    result: Result<(String, Arc<Certificate>), String>,
-) {
-    let now = SystemTime::now();
-    match result {
-        Ok((id, certificate)) => {
-            tracing::info!(names = ?certificate.names, not_after = %humantime::format_rfc3339_seconds(certificate.not_after), "ACME certificate issued");
-            // Certificates whose names the new one covers are done with.
-            let replaced: Vec<String> = held
-                .iter()
-                .filter(|(held_id, held)| {
-                    **held_id != id
-                        && held
-                            .certificate
-                            .names
-                            .iter()
-                            .all(|name| certificate.names.contains(name))
-                })
-                .map(|(held_id, _)| held_id.clone())
-                .collect();
-            for old in replaced {
-                held.remove(&old);
-                let storage = shared.storage.clone();
-                tokio::task::spawn_blocking(move || {
-                    if let Err(error) = storage.remove_certificate(&old) {
-                        tracing::warn!(%error, id = %old, "a replaced ACME certificate could not be removed");
+/// The service's state between looks.
+struct Manager {
+    shared: Arc<Shared>,
+    router: Arc<Router>,
+    metrics: Arc<Metrics>,
+    held: BTreeMap<String, HeldCertificate>,
+    planner: Planner,
+    /// The names whose state is set in `tls.acme`.
+    named: BTreeSet<String>,
+    /// Certificates whose renewal window is being asked for.
+    renewal_info_asked: BTreeSet<String>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl Manager {
+    /// Plans and acts on the plan; returns when to look again at the latest.
+    fn look(&mut self) -> Option<SystemTime> {
+        let now = SystemTime::now();
+        let tls = &self.shared.tls;
+        let (served, wildcards) = served_names(&self.router, tls);
+        let plan = self
+            .planner
+            .plan(now, &served, &wildcards, &held_views(&self.held));
+        for gone in self
+            .named
+            .iter()
+            .filter(|name| !plan.states.contains_key(*name))
+        {
+            tls.acme.remove(gone);
+        }
+        for (name, state) in &plan.states {
+            tls.acme.set(name, state.clone());
+        }
+        self.named = plan.states.keys().cloned().collect();
+        self.router.publish(
+            ProviderId::Acme,
+            Desired {
+                diagnostics: plan.diagnostics,
+                ..Desired::default()
+            },
+        );
+        for request in plan.orders {
+            self.start_order(request);
+        }
+        let renewal_info_due = self.ask_renewal_windows(now);
+        match (plan.wake_at, renewal_info_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn start_order(&self, request: OrderRequest) {
+        // Said only to a CA that offers renewal information (RFC 9773 §5).
+        let replaces = request
+            .renews
+            .as_ref()
+            .and_then(|id| self.held.get(id))
+            .filter(|held| held.renewal_info.is_some_and(|info| info.offered))
+            .and_then(|held| held.leaf())
+            .and_then(|leaf| CertificateIdentifier::try_from(leaf).ok())
+            .map(CertificateIdentifier::into_owned);
+        tracing::info!(names = ?request.names, renewal = request.renews.is_some(), "ordering a certificate over ACME");
+        tokio::spawn(order_task(
+            self.shared.clone(),
+            request,
+            replaces,
+            self.events.clone(),
+        ));
+    }
+
+    /// Asks the CA for the renewal window of each certificate not asked
+    /// about yet, or due to be asked again; returns when the next is due.
+    fn ask_renewal_windows(&mut self, now: SystemTime) -> Option<SystemTime> {
+        let mut next = None;
+        for (id, certificate) in &self.held {
+            match certificate.renewal_info {
+                Some(info) if !info.offered => {}
+                Some(info) if info.next_check > now => {
+                    next = Some(info.next_check.min(next.unwrap_or(info.next_check)));
+                }
+                _ if self.renewal_info_asked.contains(id) => {}
+                _ => {
+                    if let Some(leaf) = certificate.leaf() {
+                        self.renewal_info_asked.insert(id.clone());
+                        tokio::spawn(renewal_window_task(
+                            self.shared.clone(),
+                            id.clone(),
+                            leaf.clone(),
+                            self.events.clone(),
+                        ));
                     }
-                });
+                }
             }
-            held.insert(id, HeldCertificate::new(certificate));
-            // Stored first (by the order), served now: the old certificate
-            // served every handshake until this swap.
-            shared.tls.certificates.replace(
-                CertificateSource::Acme,
-                held.values().map(|held| held.certificate.clone()).collect(),
-            );
-            planner.order_ended(&request.names, now, Ok(()));
-            metrics.acme_order(AcmeOrder::Issued);
         }
-        Err(detail) => {
-            let retry_after = shared.refusals.retry_after_since(started);
-            tracing::warn!(names = ?request.names, %detail, "ACME order failed");
-            planner.order_ended(
-                &request.names,
-                now,
-                Err(Refusal {
-                    detail,
-                    retry_after,
-                }),
-            );
-            metrics.acme_order(AcmeOrder::Failed);
+        next
+    }
+
+    fn handle(&mut self, event: Event) {
+        match event {
+            Event::OrderEnded {
+                request,
+                result: Ok((id, certificate)),
+                ..
+            } => self.issued(&request, id, certificate),
+            Event::OrderEnded {
+                request,
+                started,
+                result: Err(detail),
+            } => {
+                let retry_after = self.shared.refusals.retry_after_since(started);
+                tracing::warn!(names = ?request.names, %detail, "ACME order failed");
+                self.planner.order_ended(
+                    &request.names,
+                    SystemTime::now(),
+                    Err(Refusal {
+                        detail,
+                        retry_after,
+                    }),
+                );
+                self.metrics.acme_order(AcmeOrder::Failed);
+            }
+            Event::RenewalWindow { id, renew_at, info } => {
+                self.renewal_info_asked.remove(&id);
+                if let Some(certificate) = self.held.get_mut(&id) {
+                    certificate.renewal_info = Some(info);
+                    if let Some(renew_at) = renew_at {
+                        certificate.renew_at = renew_at;
+                    }
+                }
+            }
         }
+    }
+
+    /// A certificate was issued and stored: it is served from now on.
+    fn issued(&mut self, request: &OrderRequest, id: String, certificate: Arc<Certificate>) {
+        tracing::info!(names = ?certificate.names, not_after = %humantime::format_rfc3339_seconds(certificate.not_after), "ACME certificate issued");
+        // Certificates whose names the new one covers are done with.
+        let replaced: Vec<String> = self
+            .held
+            .iter()
+            .filter(|(held_id, held)| {
+                **held_id != id
+                    && held
+                        .certificate
+                        .names
+                        .iter()
+                        .all(|name| certificate.names.contains(name))
+            })
+            .map(|(held_id, _)| held_id.clone())
+            .collect();
+        for old in replaced {
+            self.held.remove(&old);
+            let storage = self.shared.storage.clone();
+            tokio::task::spawn_blocking(move || {
+                if let Err(error) = storage.remove_certificate(&old) {
+                    tracing::warn!(%error, id = %old, "a replaced ACME certificate could not be removed");
+                }
+            });
+        }
+        self.held.insert(id, HeldCertificate::new(certificate));
+        // Stored first (by the order), served now: the old certificate
+        // answered every handshake until this swap.
+        self.shared.tls.certificates.replace(
+            CertificateSource::Acme,
+            self.held
+                .values()
+                .map(|held| held.certificate.clone())
+                .collect(),
+        );
+        self.planner
+            .order_ended(&request.names, SystemTime::now(), Ok(()));
+        self.metrics.acme_order(AcmeOrder::Issued);
     }
 }
 
@@ -331,7 +396,7 @@ async fn order_task(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let started = SystemTime::now();
-    let result = async {
+    let ordering = async {
         let account = shared.account().await?;
         let issued = order::order(
             &account,
@@ -342,9 +407,9 @@ async fn order_task(
         )
         .await?;
         let stored = StoredCertificate::new(&request.names, &issued.chain, &issued.key);
-        let certificate = stored
-            .parse()
-            .map_err(|error| format!("the CA issued a certificate that can't be served: {error}"))?;
+        let certificate = stored.parse().map_err(|error| {
+            format!("the CA issued a certificate that can't be served: {error}")
+        })?;
         let storage = shared.storage.clone();
         let id = stored.id.clone();
         tokio::task::spawn_blocking(move || storage.save_certificate(&stored))
@@ -352,8 +417,15 @@ async fn order_task(
             .map_err(|error| error.to_string())?
             .map_err(|error| format!("storing the certificate: {error}"))?;
         Ok((id, Arc::new(certificate)))
-    }
-    .await;
+    };
+    let result = tokio::time::timeout(ORDER_LIMIT, ordering)
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "the CA did not complete the order within {}",
+                humantime::format_duration(ORDER_LIMIT)
+            ))
+        });
     let _ = events.send(Event::OrderEnded {
         request,
         started,
@@ -370,7 +442,10 @@ async fn renewal_window_task(
     events: mpsc::UnboundedSender<Event>,
 ) {
     let now = SystemTime::now();
-    let (renew_at, info) = match renewal_window(&shared, &leaf).await {
+    let window = tokio::time::timeout(RENEWAL_INFO_LIMIT, renewal_window(&shared, &leaf))
+        .await
+        .unwrap_or_else(|_| Err("no answer".to_owned()));
+    let (renew_at, info) = match window {
         Ok(Some((start, end, recheck))) => (
             Some(plan::time_in_window(start, end, rand::random::<f64>())),
             RenewalInfo {
@@ -453,6 +528,8 @@ fn served_names(router: &Router, tls: &TlsState) -> (Vec<Served>, Vec<String>) {
                 file_covered: files.iter().any(|file| file.covers(&name)),
                 name,
             }),
+            // A wildcard certificate in the directory serves it: nothing to say.
+            Eligibility::Wildcard(name) if files.iter().any(|file| file.names.contains(&name)) => {}
             Eligibility::Wildcard(name) => wildcards.push(name),
             Eligibility::Private => {}
         }

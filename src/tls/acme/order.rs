@@ -18,7 +18,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use super::client::{describe, problem_detail};
 use crate::settings::AcmeChallenge;
-use crate::tls::{Certificate, TlsState};
+use crate::tls::TlsState;
 
 /// How long the CA may take to validate, and then to issue.
 const VALIDATION_LIMIT: Duration = Duration::from_secs(120);
@@ -119,17 +119,27 @@ async fn validation_failure(order: &mut instant_acme::Order) -> String {
 /// The self-signed certificate a TLS-ALPN-01 validation is answered with:
 /// the one name, and the SHA-256 of the key authorization in the critical
 /// acmeIdentifier extension (RFC 8737 §3).
-fn tls_alpn01_certificate(name: &str, digest: impl AsRef<[u8]>) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+fn tls_alpn01_certificate(
+    name: &str,
+    digest: impl AsRef<[u8]>,
+) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
     let mut params = CertificateParams::new(vec![name.to_owned()]).map_err(|e| e.to_string())?;
     params.custom_extensions = vec![CustomExtension::new_acme_identifier(digest.as_ref())];
     let key = KeyPair::generate().map_err(|e| e.to_string())?;
     let certificate = params.self_signed(&key).map_err(|e| e.to_string())?;
-    let served = Certificate::from_der(
+    // Not through `Certificate`: webpki refuses the critical extension it
+    // does not know when checking that key and certificate match, and the
+    // CA is the only client that ever sees this certificate.
+    let signing_key = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+            key.serialize_der(),
+        )))
+        .map_err(|e| e.to_string())?;
+    Ok(Arc::new(rustls::sign::CertifiedKey::new(
         vec![CertificateDer::from(certificate.der().to_vec())],
-        PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
-    )
-    .map_err(|e| e.to_string())?;
-    Ok(served.key)
+        signing_key,
+    )))
 }
 
 /// The challenge answers an order set, taken away when it is dropped.
@@ -147,5 +157,32 @@ impl Drop for Answers {
         for name in &self.tls_alpn01 {
             self.tls.challenges.remove_tls_alpn01(name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 8737 §3: the one name, and the digest in a critical
+    /// acmeIdentifier extension (OID 1.3.6.1.5.5.7.1.31).
+    #[test]
+    fn the_tls_alpn_01_certificate_carries_the_digest_in_a_critical_extension() {
+        let digest = [7u8; 32];
+        let key = tls_alpn01_certificate("a.example.com", digest).unwrap();
+        let (_, parsed) = x509_parser::parse_x509_certificate(key.cert[0].as_ref()).unwrap();
+        let extension = parsed
+            .extensions()
+            .iter()
+            .find(|extension| extension.oid.to_id_string() == "1.3.6.1.5.5.7.1.31")
+            .expect("acmeIdentifier");
+        assert!(extension.critical);
+        assert_eq!(
+            &extension.value[2..],
+            &digest,
+            "an OCTET STRING of the digest"
+        );
+        let names = parsed.subject_alternative_name().unwrap().unwrap();
+        assert_eq!(names.value.general_names.len(), 1);
     }
 }

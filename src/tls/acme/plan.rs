@@ -386,7 +386,11 @@ mod tests {
         assert_eq!(plan.wake_at, Some(at(0) + HEALTH_RECHECK));
         planner.plan(at(1), &[served("a.example.com", true)], &[], &[]);
         let plan = planner.plan(at(5), &[served("a.example.com", false)], &[], &[]);
-        assert_eq!(plan.orders.len(), 1, "unhealthy again, but it has been healthy");
+        assert_eq!(
+            plan.orders.len(),
+            1,
+            "unhealthy again, but it has been healthy"
+        );
     }
 
     #[test]
@@ -454,7 +458,10 @@ mod tests {
         planner.plan(now, &host, &[], &[]);
         let plan = planner.plan(now + SETTLE_DELAY, &host, &[], &[]);
         planner.order_ended(&plan.orders[0].names, now, Ok(()));
-        assert!(planner.failures.is_empty(), "a success forgets the failures");
+        assert!(
+            planner.failures.is_empty(),
+            "a success forgets the failures"
+        );
     }
 
     #[test]
@@ -500,7 +507,10 @@ mod tests {
             }]
         );
         let plan = planner.plan(at(60), &hosts, &[], &held);
-        assert!(plan.orders.is_empty(), "a and b became due just now: their batch settles");
+        assert!(
+            plan.orders.is_empty(),
+            "a and b became due just now: their batch settles"
+        );
         let plan = planner.plan(at(60) + SETTLE_DELAY, &hosts, &[], &held);
         assert_eq!(
             plan.orders,
@@ -518,6 +528,8 @@ mod tests {
         let plan = planner.plan(at(0), &[], &["*.example.com".to_owned()], &[]);
         assert_eq!(plan.diagnostics.len(), 1);
         assert_eq!(plan.diagnostics[0].severity, Severity::Warning);
-        assert!(plan.diagnostics[0].reason.contains("DNS-01 is not supported yet"));
+        assert!(plan.diagnostics[0]
+            .reason
+            .contains("DNS-01 is not supported yet"));
     }
 }

@@ -186,7 +186,10 @@ mod tests {
         );
         storage.save_certificate(&stored).unwrap();
         assert_eq!(storage.account().unwrap().as_deref(), Some(r#"{"id":"x"}"#));
-        assert_eq!(storage.certificates().unwrap(), [stored.clone()]);
+        assert_eq!(
+            storage.certificates().unwrap(),
+            std::slice::from_ref(&stored)
+        );
         assert_eq!(stored.parse().unwrap().names, ["a.example.com"]);
         let dir = storage_dir.join("https___ca.example_14000_dir");
         assert_eq!(mode(&storage_dir), 0o700);
