@@ -102,6 +102,8 @@ fn a_labelled_containers_host_gets_a_certificate_from_pebble_over_acme() {
             "0.0.0.0:8081",
             "--admin-token",
             TOKEN,
+            "--log-level",
+            "debug",
         ],
         |spec| {
             spec.volume(&pebble_ca)
