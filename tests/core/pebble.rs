@@ -9,9 +9,7 @@
 //! (`PEBBLE_VA_NOSLEEP`), valid nonces are not rejected unless asked, and
 //! authorizations are never reused, so every order is validated. `root()`
 //! is the root that signs what it issues, for a client to trust. The
-//! process is killed when the value is dropped. Its directory listens on
-//! loopback unless `PebbleConfig::listen` says otherwise (the Docker
-//! suite's dockhand reaches it from a container).
+//! process is killed when the value is dropped.
 //!
 //! ```ignore
 //! let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -23,7 +21,7 @@
 //! let roots = pebble.root().await;
 //! ```
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -34,11 +32,9 @@ use rustls::pki_types::CertificateDer;
 use rustls::RootCertStore;
 use tokio::net::{TcpListener, TcpStream};
 
-// `super::`, not `crate::`: the Docker suite compiles this module too, with
-// its siblings from this folder under a module of its own.
-use super::dns_server::DnsServer;
-use super::support::{eventually, free_port};
-use super::tls_support::{client_config, https_connection, TestCa};
+use crate::dns_server::DnsServer;
+use crate::support::{eventually, free_port};
+use crate::tls_support::{client_config, https_connection, TestCa};
 
 /// How Pebble is run.
 pub struct PebbleConfig {
@@ -53,10 +49,6 @@ pub struct PebbleConfig {
     /// Rejects every nonce (`PEBBLE_WFE_NONCEREJECT=100`): every request
     /// that needs one, the account's creation first, is refused.
     pub reject_nonces: bool,
-    /// The address its ACME directory listens on, named by its HTTPS
-    /// certificate: loopback, or the Docker network's gateway for a
-    /// dockhand in a container.
-    pub listen: IpAddr,
 }
 
 impl PebbleConfig {
@@ -68,7 +60,6 @@ impl PebbleConfig {
             dns: dns.address(),
             validity: None,
             reject_nonces: false,
-            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
         }
     }
 }
@@ -90,14 +81,12 @@ impl Pebble {
     pub async fn start(config: PebbleConfig) -> Pebble {
         let dir = tempfile::tempdir().unwrap();
         let ca = TestCa::new("Pebble's HTTPS test CA");
-        // The management interface stays on loopback; the directory may not.
-        let listen_name = config.listen.to_string();
-        let identity = ca.leaf_for(&["127.0.0.1", listen_name.as_str()]);
+        let identity = ca.leaf("127.0.0.1");
         let path = |name: &str| dir.path().join(name);
         std::fs::write(path("cert.pem"), &identity.chain_pem).unwrap();
         std::fs::write(path("key.pem"), &identity.key_pem).unwrap();
         std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-        let listen = SocketAddr::new(config.listen, free_port().port());
+        let listen = free_port();
         let management = free_port();
         let mut settings = serde_json::json!({
             "listenAddress": listen.to_string(),
