@@ -143,6 +143,12 @@ pub async fn run(
             metrics.clone(),
         )));
     }
+    // Where plain HTTP is redirected: the port the HTTPS listener is bound to.
+    let https_port = listeners
+        .https
+        .as_ref()
+        .and_then(|listener| listener.local_addr().ok())
+        .map(|address| address.port());
     let tls = TlsState::new();
     if let Some(dir) = &settings.tls.certs_dir {
         tls::files::load_into(dir, &tls.certificates)
@@ -161,6 +167,7 @@ pub async fn run(
         client_body_timeout: settings.client_body_timeout,
         metrics,
         tls,
+        https_port,
     });
     if let Some(listener) = listeners.admin {
         let admin = AdminState {

@@ -88,6 +88,8 @@ fn host_view(
     json!({
         "provider": provider.to_string(),
         "ignored_from": ignored_from,
+        "https_redirect": host.https_redirect,
+        "hsts": host.hsts.map(|hsts| hsts.to_string()),
         "location": locations,
     })
 }

@@ -19,7 +19,37 @@ pub struct HostConfig {
     pub pattern: HostPattern,
     /// Applies to every location that does not set its own.
     pub health_check: HealthCheck,
+    /// Plain HTTP for it is redirected to HTTPS (`308`) while it has a
+    /// certificate; `false` keeps serving it over plain HTTP as well.
+    pub https_redirect: bool,
+    /// `Strict-Transport-Security` on its responses to TLS clients; `None`: not sent.
+    pub hsts: Option<Hsts>,
     pub locations: Vec<LocationConfig>,
+}
+
+/// HTTP Strict Transport Security (RFC 6797) as a host asks for it: how
+/// long browsers are to use only HTTPS for it, and whether for its
+/// subdomains too. Shown as the header writes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hsts {
+    /// Seconds; 0 tells browsers to forget the host (RFC 6797 §6.1.1).
+    pub max_age: u32,
+    pub include_subdomains: bool,
+    /// Consent to the browsers' preload lists (not part of RFC 6797).
+    pub preload: bool,
+}
+
+impl fmt::Display for Hsts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "max-age={}", self.max_age)?;
+        if self.include_subdomains {
+            f.write_str("; includeSubDomains")?;
+        }
+        if self.preload {
+            f.write_str("; preload")?;
+        }
+        Ok(())
+    }
 }
 
 /// What a host entry matches, already lower-cased.

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::diagnostic::Origin;
 use super::dns_servers::NamedDnsServer;
 use super::durations::parse_duration;
-use super::json_reader::{ConfigError, ConfigErrors, KeyPath, Object, Problems};
+use super::json_reader::{kind, ConfigError, ConfigErrors, KeyPath, Object, Problems};
 use super::model::*;
 use super::values::{self, ResolutionMode, RewriteKind};
 
@@ -93,8 +93,15 @@ fn read_host(
     path: KeyPath,
     problems: &mut Problems,
 ) -> Option<HostConfig> {
-    let host = Object::read(value, path, &["health_check", "location"], problems)?;
+    let known = ["health_check", "https_redirect", "hsts", "location"];
+    let host = Object::read(value, path, &known, problems)?;
     let health_check = read_health_check(&host, problems);
+    let https_redirect = host
+        .bool("https_redirect", problems)
+        .unwrap_or(values::DEFAULT_HTTPS_REDIRECT);
+    let hsts = host
+        .get("hsts")
+        .and_then(|(v, p)| read_hsts(v, &p, problems));
     let locations: Vec<LocationConfig> = host
         .entries("location", problems)
         .into_iter()
@@ -106,8 +113,30 @@ fn read_host(
     Some(HostConfig {
         pattern,
         health_check,
+        https_redirect,
+        hsts,
         locations,
     })
+}
+
+/// `hsts`: a max-age in seconds, or a string that adds directives to it
+/// (`"31536000; includeSubDomains"`).
+fn read_hsts(value: &Value, path: &KeyPath, problems: &mut Problems) -> Option<Hsts> {
+    let parsed = match value {
+        Value::String(text) => values::hsts(text),
+        Value::Number(number) => match number.as_u64() {
+            Some(seconds) => values::hsts_max_age(seconds),
+            None => Err(format!(
+                "expected a whole number of seconds, found {number}"
+            )),
+        },
+        other => Err(format!(
+            "expected a max-age in seconds (such as 31536000) or a string such as \
+             \"31536000; includeSubDomains\", found {}",
+            kind(other)
+        )),
+    };
+    report(parsed, path, problems)
 }
 
 fn read_location(
@@ -642,6 +671,87 @@ mod tests {
             not_strings.contains(&format!("{path}: expected strings, found 1")),
             "{not_strings}"
         );
+    }
+
+    /// The host `a.com` with `settings` beside its one location: its
+    /// `(https_redirect, hsts)`, or the file's problems.
+    fn https_settings(settings: &str) -> Result<(bool, Option<String>), String> {
+        let text = format!(
+            r#"{{"host": {{"a.com": {{ {settings}
+                "location": {{"/": {{"upstream": {{"10.0.0.1:80": {{}}}}}}}}}}}}}}"#
+        );
+        parse_routes_file(&text)
+            .map(|hosts| {
+                let host = &hosts.hosts[0];
+                (host.https_redirect, host.hsts.map(|hsts| hsts.to_string()))
+            })
+            .map_err(|errors| errors.to_string())
+    }
+
+    #[test]
+    fn https_redirect_and_hsts_are_read_at_host_level() {
+        assert_eq!(https_settings(""), Ok((true, None)));
+        assert_eq!(
+            https_settings(r#""https_redirect": false, "hsts": 31536000,"#),
+            Ok((false, Some("max-age=31536000".into())))
+        );
+        assert_eq!(
+            https_settings(r#""hsts": "63072000; includeSubDomains; preload","#),
+            Ok((
+                true,
+                Some("max-age=63072000; includeSubDomains; preload".into())
+            ))
+        );
+        assert_eq!(
+            https_settings(r#""hsts": 0,"#),
+            Ok((true, Some("max-age=0".into())))
+        );
+    }
+
+    #[test]
+    fn bad_https_settings_are_refused_at_their_key() {
+        let cases = [
+            (
+                r#""https_redirect": "no","#,
+                r#"host."a.com".https_redirect: expected true or false, found a string"#,
+            ),
+            (
+                r#""hsts": true,"#,
+                r#"host."a.com".hsts: expected a max-age in seconds (such as 31536000) or a string"#,
+            ),
+            (
+                r#""hsts": -5,"#,
+                r#"host."a.com".hsts: expected a whole number of seconds, found -5"#,
+            ),
+            (
+                r#""hsts": 1.5,"#,
+                r#"host."a.com".hsts: expected a whole number of seconds, found 1.5"#,
+            ),
+            (
+                r#""hsts": 100000000,"#,
+                r#"host."a.com".hsts: an HSTS max-age is 0 to 63072000 seconds (two years), found 100000000"#,
+            ),
+            (
+                r#""hsts": "1y","#,
+                r#"host."a.com".hsts: `1y` is not an HSTS max-age in seconds"#,
+            ),
+            (
+                r#""hsts": "600; includeSubdomain","#,
+                r#"host."a.com".hsts: unknown HSTS directive `includeSubdomain`"#,
+            ),
+            (
+                r#""hsts_max_age": 600,"#,
+                r#"host."a.com": unknown key `hsts_max_age`"#,
+            ),
+            (
+                r#""https_redirects": false,"#,
+                r#"host."a.com": unknown key `https_redirects` (did you mean `https_redirect`?)"#,
+            ),
+        ];
+        for (settings, expected) in cases {
+            let refused = https_settings(settings).unwrap_err();
+            assert!(refused.contains(expected), "{settings}: {refused}");
+        }
     }
 
     #[test]

@@ -11,8 +11,8 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 
 use super::model::{
-    DnsServer, HostPattern, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName, Upgrades,
-    UpstreamTarget,
+    DnsServer, HostPattern, Hsts, LoadBalancing, Protocol, Retry, SrvResolution, TlsServerName,
+    Upgrades, UpstreamTarget,
 };
 
 pub use super::json_reader::closest;
@@ -29,6 +29,11 @@ pub const HEALTH_INTERVAL_SECS: RangeInclusive<u64> = 1..=86_400;
 pub const DEFAULT_MIN_TTL: Duration = Duration::from_secs(5);
 pub const DEFAULT_MAX_TTL: Duration = Duration::from_secs(60);
 pub const DEFAULT_NEGATIVE_TTL: Duration = Duration::from_secs(5);
+/// A host redirects plain HTTP to HTTPS unless told not to.
+pub const DEFAULT_HTTPS_REDIRECT: bool = true;
+/// `hsts` max-age: up to two years, what the browsers' preload lists ask
+/// for (browsers cap it lower anyway); more is a typo more often than not.
+pub const HSTS_MAX_AGE: RangeInclusive<u64> = 0..=63_072_000;
 /// The reason given for an SRV-only `resolution` key under mode `a`.
 pub const SRV_ONLY: &str = "applies only with mode \"srv\"";
 
@@ -57,6 +62,60 @@ pub fn boolean(text: &str) -> Result<bool, String> {
         "false" => Ok(false),
         _ => Err(format!("`{text}` is not true or false")),
     }
+}
+
+/// `hsts`: the max-age in seconds, optionally followed by the directives
+/// `includeSubDomains` and `preload`, separated by `;` as the header writes
+/// them (`31536000; includeSubDomains`); a leading `max-age=` is accepted,
+/// so a header value can be pasted. Directive names ignore case (RFC 6797
+/// §6.1) and appear once each.
+pub fn hsts(text: &str) -> Result<Hsts, String> {
+    let mut parts = text.split(';').map(str::trim);
+    let first = parts.next().unwrap_or_default();
+    let seconds = match first.get(..8) {
+        Some(start) if start.eq_ignore_ascii_case("max-age=") => &first[8..],
+        _ => first,
+    };
+    let mut hsts = match seconds.parse::<u64>() {
+        Ok(seconds) => hsts_max_age(seconds)?,
+        Err(_) => {
+            return Err(format!(
+                "`{text}` is not an HSTS max-age in seconds (such as 31536000, \
+                 optionally followed by `; includeSubDomains` and `; preload`)"
+            ))
+        }
+    };
+    for directive in parts.filter(|part| !part.is_empty()) {
+        let seen = match directive.to_ascii_lowercase().as_str() {
+            "includesubdomains" => std::mem::replace(&mut hsts.include_subdomains, true),
+            "preload" => std::mem::replace(&mut hsts.preload, true),
+            _ => {
+                return Err(format!(
+                    "unknown HSTS directive `{directive}` (expected includeSubDomains or preload)"
+                ))
+            }
+        };
+        if seen {
+            return Err(format!("the HSTS directive `{directive}` is written twice"));
+        }
+    }
+    Ok(hsts)
+}
+
+/// `hsts` written as a number of seconds alone.
+pub fn hsts_max_age(seconds: u64) -> Result<Hsts, String> {
+    if !HSTS_MAX_AGE.contains(&seconds) {
+        return Err(format!(
+            "an HSTS max-age is {} to {} seconds (two years), found {seconds}",
+            HSTS_MAX_AGE.start(),
+            HSTS_MAX_AGE.end()
+        ));
+    }
+    Ok(Hsts {
+        max_age: seconds as u32,
+        include_subdomains: false,
+        preload: false,
+    })
 }
 
 /// A TCP port, 1 to 65535.
@@ -489,6 +548,50 @@ mod tests {
         let repeated = upgrades(vec!["websocket".into(), "x".into(), "websocket".into()]);
         assert_eq!(repeated.protocols(), ["websocket", "x"]);
         assert!(repeated.allows("WebSocket") && !repeated.allows("h2c"));
+    }
+
+    #[test]
+    fn hsts_is_a_max_age_with_optional_directives() {
+        let read = |text| hsts(text).map(|hsts| hsts.to_string());
+        assert_eq!(read("31536000").as_deref(), Ok("max-age=31536000"));
+        assert_eq!(read(" 0 ").as_deref(), Ok("max-age=0"));
+        assert_eq!(
+            read("63072000; includesubdomains;PRELOAD").as_deref(),
+            Ok("max-age=63072000; includeSubDomains; preload")
+        );
+        assert_eq!(
+            read("Max-Age=600; preload;").as_deref(),
+            Ok("max-age=600; preload")
+        );
+        let refusals = [
+            ("", "is not an HSTS max-age"),
+            ("1y", "is not an HSTS max-age"),
+            ("-1", "is not an HSTS max-age"),
+            (
+                "63072001",
+                "0 to 63072000 seconds (two years), found 63072001",
+            ),
+            (
+                "600; includeSubDomain",
+                "unknown HSTS directive `includeSubDomain`",
+            ),
+            ("600; preload; Preload", "`Preload` is written twice"),
+        ];
+        for (text, reason) in refusals {
+            let refused = hsts(text).unwrap_err();
+            assert!(refused.contains(reason), "{text:?}: {refused}");
+        }
+        // As shown (the admin API, the fuzz target's rewritten file), read back the same.
+        for include_subdomains in [false, true] {
+            for preload in [false, true] {
+                let shown = Hsts {
+                    max_age: 86_400,
+                    include_subdomains,
+                    preload,
+                };
+                assert_eq!(hsts(&shown.to_string()), Ok(shown));
+            }
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub const ROUTE_KEYS: &[&str] = &[
     "verify",
     "protocol",
     "https_redirect",
+    "hsts",
     "resolution.mode",
     "resolution.resolver",
     "resolution.min_ttl",

@@ -1,14 +1,18 @@
 //! Routes into hosts and locations. Containers whose routes name the same host
 //! and path are replicas of one location, each adding its upstreams; the
 //! oldest one's location settings are used, and a newer one that disagrees
+//! gets a warning. A host's own settings (`https_redirect`, `hsts`) are
+//! taken from the oldest route that writes each, whatever its path, so one
+//! container can set them for the host; a route that writes another value
 //! gets a warning. Hosts and locations come out sorted, so the same
 //! containers always give the same hosts.
 
 use std::collections::BTreeMap;
+use std::fmt::Display;
 use std::time::Duration;
 
 use crate::config::{
-    ContainerRef, DesiredHosts, HealthCheck, HostConfig, HostPattern, LoadBalancing,
+    values, ContainerRef, DesiredHosts, HealthCheck, HostConfig, HostPattern, Hsts, LoadBalancing,
     LocationConfig, Retry, Rewrite, Upgrades, UpstreamConfig,
 };
 
@@ -23,7 +27,78 @@ pub struct Locations {
 
 struct HostEntry {
     pattern: HostPattern,
+    https_redirect: Option<Written<bool>>,
+    hsts: Option<Written<Hsts>>,
     locations: BTreeMap<String, LocationEntry>,
+}
+
+/// A host setting as the first (oldest) route that wrote it has it.
+struct Written<T> {
+    value: T,
+    /// The container whose label it is.
+    by: String,
+}
+
+impl HostEntry {
+    /// Takes the host settings `route` writes that no older route did, and
+    /// warns on those it writes otherwise.
+    fn settle(
+        &mut self,
+        container: &ContainerRef,
+        route: &LabelRoute,
+        findings: &mut Findings<'_>,
+    ) {
+        let place = self.pattern.to_string();
+        let host = route.host;
+        let label = |key| route.label(key);
+        Written::settle(
+            &mut self.https_redirect,
+            host.https_redirect,
+            container,
+            &place,
+            label("https_redirect"),
+            findings,
+        );
+        Written::settle(
+            &mut self.hsts,
+            host.hsts,
+            container,
+            &place,
+            label("hsts"),
+            findings,
+        );
+    }
+}
+
+impl<T: Copy + PartialEq + Display> Written<T> {
+    /// `written` by a route of `container` (its label `label`): held if no
+    /// older route wrote it, else warned about if it differs.
+    fn settle(
+        held: &mut Option<Written<T>>,
+        written: Option<T>,
+        container: &ContainerRef,
+        place: &str,
+        label: String,
+        findings: &mut Findings<'_>,
+    ) {
+        let Some(mine) = written else { return };
+        match held {
+            None => {
+                *held = Some(Written {
+                    value: mine,
+                    by: container.name.clone(),
+                })
+            }
+            Some(theirs) if theirs.value != mine => findings.warning(
+                label,
+                format!(
+                    "{place}: `{mine}` here, `{}` on \"{}\", the oldest container that sets it for this host, whose setting is used",
+                    theirs.value, theirs.by
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
 }
 
 struct LocationEntry {
@@ -48,8 +123,11 @@ impl Locations {
                 .entry(pattern.to_string())
                 .or_insert_with(|| HostEntry {
                     pattern: pattern.clone(),
+                    https_redirect: None,
+                    hsts: None,
                     locations: BTreeMap::new(),
                 });
+            host.settle(container, route, findings);
             let location =
                 host.locations
                     .entry(route.path.clone())
@@ -87,6 +165,10 @@ impl Locations {
             .map(|host| HostConfig {
                 pattern: host.pattern,
                 health_check: HealthCheck::default(),
+                https_redirect: host
+                    .https_redirect
+                    .map_or(values::DEFAULT_HTTPS_REDIRECT, |written| written.value),
+                hsts: host.hsts.map(|written| written.value),
                 locations: host
                     .locations
                     .into_values()

@@ -9,7 +9,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::config::values::{self, ResolutionMode, RewriteKind};
 use crate::config::{
-    parse_duration, ContainerRef, HealthCheck, HostPattern, LoadBalancing, Protocol, Retry,
+    parse_duration, ContainerRef, HealthCheck, HostPattern, Hsts, LoadBalancing, Protocol, Retry,
     Rewrite, SrvResolution, Upgrades, UpstreamConfig, UpstreamTarget,
 };
 
@@ -28,6 +28,7 @@ pub struct LabelRoute {
     pub network: Option<String>,
     /// `upstream`: targets that replace the container's own address.
     pub upstream_override: Option<Vec<UpstreamTarget>>,
+    pub host: HostSettings,
     pub location: LocationSettings,
     pub upstream: UpstreamSettings,
 }
@@ -36,6 +37,14 @@ impl LabelRoute {
     pub fn label(&self, key: &str) -> String {
         format!("{}{key}", self.label_start)
     }
+}
+
+/// The settings of the hosts a route names, as far as its labels write
+/// them (`None`: not written, so another route of the host may set it).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostSettings {
+    pub https_redirect: Option<bool>,
+    pub hsts: Option<Hsts>,
 }
 
 /// The settings of the location a route joins; replicas must agree on them.
@@ -136,9 +145,10 @@ pub fn read_route(
         headers_add: read_headers(&mut reader),
     };
     check_verify(&mut reader, &upstream, upstream_override.as_ref());
-    // Checked so a typo is caught now, but it changes nothing yet: TLS at the
-    // edge is not built, so there is no redirect to turn off.
-    let _https_redirect = reader.read("https_redirect", values::boolean);
+    let host = HostSettings {
+        https_redirect: reader.read("https_redirect", values::boolean),
+        hsts: reader.read("hsts", values::hsts),
+    };
     if reader.refused {
         return None;
     }
@@ -149,6 +159,7 @@ pub fn read_route(
         port,
         network,
         upstream_override: upstream_override?,
+        host,
         location,
         upstream,
     })

@@ -42,6 +42,8 @@ pub(super) struct RequestPlan {
     pub(super) upgrade: Option<HeaderValue>,
     /// The location's metric series.
     pub(super) counters: Arc<LocationCounters>,
+    /// Its host's `Strict-Transport-Security`, for TLS clients.
+    pub(super) hsts: Option<HeaderValue>,
 }
 
 impl RequestPlan {
@@ -68,6 +70,7 @@ impl RequestPlan {
             path,
             upgrade: asked_upgrade.and_then(|asked| upgrade::forwarded(asked, &location.upgrades)),
             counters: counters.clone(),
+            hsts: location.hsts.clone(),
         })
     }
 }

@@ -15,7 +15,7 @@ use hyper::body::Incoming;
 use super::access_log::AccessRecord;
 use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
-use super::client_identity::{set_client_identity, PeerInfo};
+use super::client_identity::{set_client_identity, PeerInfo, Scheme};
 use super::error::{find_source, ErrorKind, ProxyError};
 use super::framing::{self, ReadAhead};
 use super::headers;
@@ -24,13 +24,14 @@ use super::local_answer;
 use super::request_body::UpstreamBody;
 use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
+use super::to_https;
 use super::upgrade;
 use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
 use crate::metrics::Metrics;
 use crate::resolve::ResolveHints;
 use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
 use crate::tls::TlsState;
-use crate::upstream::{Endpoint, InFlight};
+use crate::upstream::Endpoint;
 
 /// Request heads larger than this are refused with `431`.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
@@ -51,6 +52,9 @@ pub struct ProxyState {
     /// The certificates served and ACME's challenge answers (empty when
     /// HTTPS is off): plain HTTP asks it whether to redirect.
     pub tls: Arc<TlsState>,
+    /// The HTTPS listener's port, where plain HTTP is redirected; `None`
+    /// (no HTTPS listener): nothing is redirected.
+    pub https_port: Option<u16>,
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.
@@ -79,7 +83,7 @@ pub async fn handle(
     let response = match local_answer::acme_challenge(&state.tls, &peer, &request) {
         Some(answer) => answer,
         None => match handle_inner(&state, &peer, request, &mut record).await {
-            Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
+            Ok(response) => response,
             Err(error) => {
                 state.metrics.error(error.reason());
                 record.error = Some(error.reason());
@@ -97,7 +101,7 @@ async fn handle_inner(
     peer: &PeerInfo,
     mut request: Request<Incoming>,
     record: &mut AccessRecord,
-) -> Result<(Response<ReadAhead<UpstreamStream>>, InFlight), ProxyError> {
+) -> Result<Response<ProxyBody>, ProxyError> {
     framing::check_request_codings(request.headers())?;
     let host = host::requested(&request)?;
     if header_bytes(&request) > MAX_HEADER_BYTES {
@@ -112,6 +116,9 @@ async fn handle_inner(
         upgrade: asked_upgrade.as_ref(),
         deadline: tokio::time::Instant::now() + state.upstream_wait,
     };
+    if let Some(redirect) = redirect_to_https(state, peer, &host, &wanted, record) {
+        return Ok(redirect);
+    }
     let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
         return Err(nothing_to_serve(state, &wanted, record));
     };
@@ -200,6 +207,7 @@ async fn handle_inner(
     let (mut response, switched_to) = checked_answer(&route, response, state.upstream_timeout)
         .inspect_err(|error| record.log_failed_try(&route.location, error))?;
     headers::remove_hop_by_hop(response.headers_mut());
+    to_https::set_hsts(peer, route.hsts.as_ref(), response.headers_mut());
     if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
         upgrade::set_upgrade(response.headers_mut(), protocol);
         let upstream_upgrade = hyper::upgrade::on(&mut response);
@@ -209,7 +217,35 @@ async fn handle_inner(
             endpoint.state.start_request(),
         ));
     }
-    Ok((response, in_flight))
+    Ok(response.map(|body| ProxyBody::upstream(body, in_flight)))
+}
+
+/// The `308` to HTTPS for a plain-HTTP request whose host has a
+/// certificate and keeps `https_redirect` on, counted under its location.
+/// `None`, and the request is forwarded as before, for any other: a host
+/// with no certificate (not ordered yet, or its order failed) is still
+/// served over HTTP, and an unknown host or path still gets its `404`.
+/// Most requests stop at the first test or the certificate index's hash
+/// lookup; only a host with a certificate costs a route lookup more.
+fn redirect_to_https(
+    state: &ProxyState,
+    peer: &PeerInfo,
+    host: &HeaderValue,
+    wanted: &Wanted<'_>,
+    record: &mut AccessRecord,
+) -> Option<Response<ProxyBody>> {
+    let https_port = state.https_port.filter(|_| peer.scheme == Scheme::Http)?;
+    if !state.tls.certificates.covers(wanted.host) {
+        return None;
+    }
+    let table = state.router.current();
+    let location = find(&table, wanted)
+        .ok()
+        .filter(|location| location.https_redirect)?;
+    let redirect = to_https::redirect(host, https_port, wanted.uri)?;
+    record.location = Some(location.prefix.clone());
+    record.counters = location.counters(&state.metrics).clone();
+    Some(redirect)
 }
 
 /// The upstream's answer as the client may get it, with the protocols it

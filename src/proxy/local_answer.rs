@@ -1,7 +1,8 @@
 //! Answers dockhand gives itself instead of forwarding: today the ACME
 //! HTTP-01 challenge (RFC 8555 §8.3), asked by the CA on plain HTTP for any
 //! host while an order waits for it. It comes before routing, so a host
-//! that is not served yet, or that redirects to HTTPS, can still prove it.
+//! that is not served yet, or that redirects to HTTPS (`to_https`), can
+//! still prove it.
 
 use bytes::Bytes;
 use http::header::CONTENT_TYPE;

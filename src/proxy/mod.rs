@@ -2,8 +2,10 @@
 //! cuts clients that stop reading, and the TLS handshake of HTTPS clients), forwarding (tries, retries,
 //! following moved upstreams), the request's host, protocol switches,
 //! header rules, rewrites, the statuses dockhand
-//! answers itself, what it answers instead of forwarding (`local_answer`) and the access log. Routing decisions come from `routes`,
-//! connections from `connect`; this module carries requests between them.
+//! answers itself, what it answers instead of forwarding (`local_answer`),
+//! a host's redirect to HTTPS and its HSTS (`to_https`), and the access log.
+//! Routing decisions come from `routes`, connections from `connect`; this
+//! module carries requests between them.
 
 mod access_log;
 mod attempt;
@@ -24,6 +26,7 @@ mod send_timeout;
 mod server;
 mod stall;
 mod tls_handshake;
+mod to_https;
 mod upgrade;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;

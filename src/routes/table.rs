@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use http::HeaderValue;
+
 use crate::config::{
     DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite, Upgrades,
 };
@@ -41,6 +43,11 @@ pub struct Location {
     pub upgrades: Upgrades,
     /// Its host as configured (`*.example.com`), for metrics.
     pub host: Arc<str>,
+    /// Its host's `https_redirect`: plain HTTP goes to HTTPS while the
+    /// host has a certificate.
+    pub https_redirect: bool,
+    /// Its host's `Strict-Transport-Security` value, for TLS clients.
+    pub hsts: Option<HeaderValue>,
     /// Its requests' metric series, resolved at its first request.
     counters: OnceLock<Arc<LocationCounters>>,
 }
@@ -189,6 +196,11 @@ fn build_location(
         rewrite: config.rewrite.clone(),
         upgrades: config.upgrades.clone(),
         host: host.pattern.to_string().into(),
+        https_redirect: host.https_redirect,
+        // Digits and directive names: always a valid header value.
+        hsts: host
+            .hsts
+            .and_then(|hsts| HeaderValue::try_from(hsts.to_string()).ok()),
         counters: OnceLock::new(),
     }
 }
@@ -294,6 +306,29 @@ mod tests {
                 "{path}"
             );
         }
+    }
+
+    #[test]
+    fn every_location_carries_its_hosts_https_settings() {
+        let table = table(
+            r#"{"host": {
+                "a.com": {"https_redirect": false, "hsts": "600; includeSubDomains",
+                    "location": {"/": {"upstream": {"10.0.0.1:80": {}}},
+                                 "/api": {"upstream": {"10.0.0.2:80": {}}}}},
+                "b.com": {"location": {"/": {"upstream": {"10.0.0.3:80": {}}}}}
+            }}"#,
+        );
+        for path in ["/", "/api/x"] {
+            let location = table.find("a.com", path).unwrap();
+            assert!(!location.https_redirect, "{path}");
+            assert_eq!(
+                location.hsts.as_ref().unwrap(),
+                "max-age=600; includeSubDomains"
+            );
+        }
+        let defaults = table.find("b.com", "/").unwrap();
+        assert!(defaults.https_redirect);
+        assert_eq!(defaults.hsts, None);
     }
 
     #[test]

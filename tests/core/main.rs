@@ -18,6 +18,7 @@ mod hostile_http1;
 mod hostile_http2;
 mod https;
 mod https_protocols;
+mod https_redirect;
 mod infra_faults;
 mod lifecycle;
 mod load;

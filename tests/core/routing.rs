@@ -8,9 +8,6 @@ use std::time::Duration;
 use dockhand::config::{
     Desired, DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId,
 };
-use dockhand::connect::UpstreamClient;
-use dockhand::proxy::{serve, ProxyState, ServerSettings, Transport};
-use dockhand::resolve::Unconfigured;
 use dockhand::routes::Router;
 use dockhand::upstream::EndpointRegistry;
 
@@ -191,6 +188,8 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
     let hosts = vec![HostConfig {
         pattern: HostPattern::Exact("app.test".into()),
         health_check: Default::default(),
+        https_redirect: true,
+        hsts: None,
         locations: vec![stopped],
     }];
     router.publish(
@@ -201,36 +200,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
             container_addresses: Default::default(),
         },
     );
-    let state = Arc::new(ProxyState {
-        router,
-        client: UpstreamClient::new(
-            Duration::from_secs(1),
-            registry,
-            Arc::new(Unconfigured("no DNS in this test".into())),
-            Arc::default(),
-        ),
-        resolve_hints: Arc::new(()),
-        upstream_timeout: Duration::from_secs(5),
-        upstream_wait: Duration::from_millis(100),
-        client_body_timeout: Duration::from_secs(5),
-        metrics: Arc::default(),
-        tls: Arc::default(),
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let settings = ServerSettings {
-        header_read_timeout: Duration::from_secs(5),
-        client_send_timeout: Duration::from_secs(5),
-        shutdown_timeout: Duration::from_secs(1),
-        trusted_proxies: Vec::new(),
-    };
-    let server = tokio::spawn(serve(
-        listener,
-        Transport::Http,
-        state,
-        settings,
-        std::future::pending(),
-    ));
+    let (addr, server) = serve_router(router, registry, Arc::default(), None).await;
 
     let reply = get(addr, "app.test", "/").await;
     assert_eq!(reply.status, 503);

@@ -25,7 +25,13 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+use dockhand::connect::UpstreamClient;
+use dockhand::proxy::{serve, ProxyState, ServerSettings, Transport};
+use dockhand::resolve::Unconfigured;
+use dockhand::routes::Router;
 use dockhand::settings::Settings;
+use dockhand::tls::TlsState;
+use dockhand::upstream::EndpointRegistry;
 use dockhand::{Error, Listeners};
 
 use crate::tls_support::ServerIdentity;
@@ -601,6 +607,49 @@ impl Drop for Proxy {
             task.abort();
         }
     }
+}
+
+/// dockhand's plain-HTTP server alone on loopback, serving what `router`
+/// holds (for a test that feeds the router, or the TLS state, directly),
+/// without DNS; plain HTTP is redirected to `https_port` when given.
+pub async fn serve_router(
+    router: Arc<Router>,
+    registry: Arc<EndpointRegistry>,
+    tls: Arc<TlsState>,
+    https_port: Option<u16>,
+) -> (SocketAddr, JoinHandle<bool>) {
+    let state = Arc::new(ProxyState {
+        router,
+        client: UpstreamClient::new(
+            Duration::from_secs(1),
+            registry,
+            Arc::new(Unconfigured("no DNS in this test".into())),
+            Arc::default(),
+        ),
+        resolve_hints: Arc::new(()),
+        upstream_timeout: Duration::from_secs(5),
+        upstream_wait: Duration::from_millis(100),
+        client_body_timeout: Duration::from_secs(5),
+        metrics: Arc::default(),
+        tls,
+        https_port,
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let settings = ServerSettings {
+        header_read_timeout: Duration::from_secs(5),
+        client_send_timeout: Duration::from_secs(5),
+        shutdown_timeout: Duration::from_secs(1),
+        trusted_proxies: Vec::new(),
+    };
+    let server = tokio::spawn(serve(
+        listener,
+        Transport::Http,
+        state,
+        settings,
+        std::future::pending(),
+    ));
+    (addr, server)
 }
 
 /// A response read whole.

@@ -216,6 +216,12 @@ fn render_hosts(desired: &DesiredHosts) -> Value {
                     render_health_check(host.health_check),
                 );
             }
+            if !host.https_redirect {
+                rendered.insert("https_redirect".into(), json!(false));
+            }
+            if let Some(hsts) = host.hsts {
+                rendered.insert("hsts".into(), json!(hsts.to_string()));
+            }
             let locations: Vec<Value> = host.locations.iter().map(render_location).collect();
             rendered.insert("locations".into(), Value::Array(locations));
             Value::Object(rendered)
