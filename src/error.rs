@@ -19,6 +19,8 @@ pub enum Error {
         #[source]
         error: std::io::Error,
     },
+    #[error("the HTTPS listener's TLS configuration: {0}")]
+    TlsConfig(#[source] rustls::Error),
     #[error("the admin listener's address is unknown: {0}")]
     AdminListener(#[source] std::io::Error),
 }

@@ -25,7 +25,8 @@
 //!   (`registry`), their health (active checks by one background service,
 //!   and passive health from failed connects, in `upstream::health`), and
 //!   the choice among them (`balance`).
-//! - `proxy`: the server (HTTP/1.1 and h2c, upgrades, graceful shutdown),
+//! - `proxy`: the server (HTTP/1.1 and h2c, HTTPS with HTTP/2 by ALPN,
+//!   upgrades, graceful shutdown),
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
@@ -60,13 +61,14 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 use admin::AdminState;
 use config::ProviderId;
 use connect::UpstreamClient;
 use metrics::Metrics;
 use provider::file::{self, FileProvider};
-use proxy::{ErrorKind, ProxyState, ServerSettings};
+use proxy::{ErrorKind, ProxyState, ServerSettings, TlsTermination, Transport};
 use resolve::{CountedDns, Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
 use settings::Settings;
@@ -175,8 +177,46 @@ pub async fn run(
         shutdown_timeout: settings.shutdown_timeout,
         trusted_proxies: settings.trusted_proxies.clone(),
     };
-    let drained = proxy::serve(listeners.http, state, server_settings, shutdown).await;
-    if !drained {
+    // Both listeners stop accepting at once and drain side by side.
+    let stop = CancellationToken::new();
+    let https = match listeners.https {
+        Some(listener) => {
+            let termination = TlsTermination::new(
+                state.tls.clone(),
+                state.metrics.clone(),
+                settings.tls.handshake_timeout,
+            )
+            .map_err(Error::TlsConfig)?;
+            let transport = Transport::Https(Arc::new(termination));
+            Some(proxy::serve(
+                listener,
+                transport,
+                state.clone(),
+                server_settings.clone(),
+                stop.clone().cancelled_owned(),
+            ))
+        }
+        None => None,
+    };
+    let http = proxy::serve(
+        listeners.http,
+        Transport::Http,
+        state,
+        server_settings,
+        stop.clone().cancelled_owned(),
+    );
+    let stopping = async move {
+        shutdown.await;
+        stop.cancel();
+    };
+    let https = async move {
+        match https {
+            Some(https) => https.await,
+            None => true,
+        }
+    };
+    let ((), http_drained, https_drained) = tokio::join!(stopping, http, https);
+    if !(http_drained && https_drained) {
         tracing::warn!(timeout = ?settings.shutdown_timeout, "shutdown timeout reached with requests still in flight");
     }
     for task in background {

@@ -1,5 +1,5 @@
 //! The data path: the client-facing server (with the send timeout that
-//! cuts clients that stop reading), forwarding (tries, retries,
+//! cuts clients that stop reading, and the TLS handshake of HTTPS clients), forwarding (tries, retries,
 //! following moved upstreams), the request's host, protocol switches,
 //! header rules, rewrites, the statuses dockhand
 //! answers itself, what it answers instead of forwarding (`local_answer`) and the access log. Routing decisions come from `routes`,
@@ -23,10 +23,12 @@ pub mod rewrite;
 mod send_timeout;
 mod server;
 mod stall;
+mod tls_handshake;
 mod upgrade;
 
 pub use access_log::TARGET as ACCESS_LOG_TARGET;
 pub use client_identity::Scheme;
 pub use error::{ErrorKind, ProxyError, ERROR_HEADER, RETRY_AFTER_SECS};
 pub use forward::{ProxyState, MAX_HEADER_BYTES};
-pub use server::{serve, ServerSettings};
+pub use server::{serve, ServerSettings, Transport};
+pub use tls_handshake::TlsTermination;

@@ -1,6 +1,8 @@
 //! The client-facing server: accepts connections on an already-bound listener,
-//! serves HTTP/1.1 and HTTP/2 (prior knowledge) on each, and on shutdown stops
-//! accepting and lets in-flight requests finish within the grace period.
+//! plain (HTTP/1.1 and h2c) or HTTPS (the TLS handshake of `tls_handshake`
+//! first, then HTTP/1.1 or HTTP/2 as ALPN chose: hyper reads which from the
+//! client's first bytes), serves both through one path, and on shutdown
+//! stops accepting and lets in-flight requests finish within the grace period.
 //! What each connection buffers is bounded here (with the upstream side's
 //! bounds in `connect`), and a client that stops reading is cut after
 //! `--client-send-timeout` (`send_timeout`), and one that sits idle is
@@ -18,6 +20,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use ipnet::IpNet;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -26,6 +29,7 @@ use super::client_identity::{PeerInfo, Scheme};
 use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
 use super::idle::{ConnectionActivity, Idle};
 use super::send_timeout::{ClientCut, ClientSocket};
+use super::tls_handshake::TlsTermination;
 use crate::metrics::{ClientProtocol, OpenConnection};
 
 /// What an HTTP/2 client may send on one stream before dockhand has passed
@@ -42,6 +46,7 @@ const H2_CONNECTION_WINDOW_BYTES: u32 = 1024 * 1024;
 const H2_SEND_BUFFER_BYTES: usize = 64 * 1024;
 
 /// Connection-level settings of the server.
+#[derive(Clone)]
 pub struct ServerSettings {
     pub header_read_timeout: Duration,
     /// How long a client may accept no bytes while it has some coming.
@@ -50,16 +55,39 @@ pub struct ServerSettings {
     pub trusted_proxies: Vec<IpNet>,
 }
 
+/// What a listener's connections speak under HTTP.
+#[derive(Clone)]
+pub enum Transport {
+    /// Plain TCP: HTTP/1.1 and h2c.
+    Http,
+    /// TLS first, then HTTP/1.1 or HTTP/2 (as the client's ALPN chose).
+    Https(Arc<TlsTermination>),
+}
+
+impl Transport {
+    fn scheme(&self) -> Scheme {
+        match self {
+            Transport::Http => Scheme::Http,
+            Transport::Https(_) => Scheme::Https,
+        }
+    }
+}
+
 /// Serves until `shutdown` resolves, then drains. Returns whether every
 /// connection finished within the shutdown timeout.
 pub async fn serve(
     listener: TcpListener,
+    transport: Transport,
     state: Arc<ProxyState>,
     settings: ServerSettings,
     shutdown: impl Future<Output = ()>,
 ) -> bool {
-    let builder = connection_builder(&settings);
     let local_port = listener_port(&listener);
+    let connections = Arc::new(Connections {
+        builder: connection_builder(&settings),
+        state,
+        header_read_timeout: settings.header_read_timeout,
+    });
     // Every connection holds a receiver until it ends: sending asks them to
     // finish, and the channel closes once the last one has.
     let (draining, _) = watch::channel(());
@@ -80,21 +108,78 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "TCP_NODELAY not set");
         }
-        let peer = Arc::new(PeerInfo::new(
-            address,
-            Scheme::Http,
-            local_port.clone(),
-            &settings.trusted_proxies,
-        ));
-        let state = state.clone();
-        let cut = Arc::new(ClientCut::new(settings.client_send_timeout));
-        let socket = ClientSocket::new(stream, cut.clone());
+        let client = Client {
+            peer: Arc::new(PeerInfo::new(
+                address,
+                transport.scheme(),
+                local_port.clone(),
+                &settings.trusted_proxies,
+            )),
+            cut: Arc::new(ClientCut::new(settings.client_send_timeout)),
+            draining: draining.subscribe(),
+        };
+        let socket = ClientSocket::new(stream, client.cut.clone());
+        let connections = connections.clone();
+        match &transport {
+            Transport::Http => {
+                tokio::spawn(connections.serve(socket, client));
+            }
+            Transport::Https(tls) => {
+                let tls = tls.clone();
+                tokio::spawn(async move {
+                    let mut client = client;
+                    // A server that drains abandons the handshakes under way.
+                    let secured = tokio::select! {
+                        secured = tls.accept(socket, client.peer.address) => secured,
+                        _ = client.draining.changed() => None,
+                    };
+                    if let Some(secured) = secured {
+                        connections.serve(secured, client).await;
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    tracing::info!("shutting down: no new connections, waiting for requests in flight");
+    let _ = draining.send(());
+    tokio::time::timeout(settings.shutdown_timeout, draining.closed())
+        .await
+        .is_ok()
+}
+
+/// What every connection of a listener shares.
+struct Connections {
+    builder: auto::Builder<TokioExecutor>,
+    state: Arc<ProxyState>,
+    header_read_timeout: Duration,
+}
+
+/// One client connection's own parts.
+struct Client {
+    peer: Arc<PeerInfo>,
+    /// Whether its socket was cut for not reading.
+    cut: Arc<ClientCut>,
+    /// Changes when the server drains.
+    draining: watch::Receiver<()>,
+}
+
+impl Connections {
+    /// Serves HTTP on `io`, a client's socket or the TLS stream over it,
+    /// until the connection ends.
+    async fn serve<S>(self: Arc<Self>, io: S, client: Client)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let activity = ConnectionActivity::new();
         // Counted as open from its first request, which tells its protocol,
         // until the connection (and so the service) is dropped.
         let open: Arc<OnceLock<OpenConnection>> = Arc::default();
+        let address = client.peer.address;
         let service = service_fn({
             let activity = activity.clone();
+            let state = self.state.clone();
+            let Client { peer, cut, .. } = client;
             move |request| {
                 open.get_or_init(|| {
                     state.metrics.client_connection(match request.version() {
@@ -110,24 +195,20 @@ pub async fn serve(
                 }
             }
         });
-        let connection = builder
-            .serve_connection_with_upgrades(TokioIo::new(socket), service)
+        let connection = self
+            .builder
+            .serve_connection_with_upgrades(TokioIo::new(io), service)
             .into_owned();
-        tokio::spawn(drive(
+        drive(
             connection,
             auto::UpgradeableConnection::graceful_shutdown,
             activity,
-            settings.header_read_timeout,
-            draining.subscribe(),
+            self.header_read_timeout,
+            client.draining,
             address,
-        ));
+        )
+        .await;
     }
-    drop(listener);
-    tracing::info!("shutting down: no new connections, waiting for requests in flight");
-    let _ = draining.send(());
-    tokio::time::timeout(settings.shutdown_timeout, draining.closed())
-        .await
-        .is_ok()
 }
 
 /// Runs one client connection to its end. It is ended at once if it asks

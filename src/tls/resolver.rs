@@ -24,7 +24,32 @@ impl SniResolver {
         SniResolver { tls, metrics }
     }
 
-    fn refuse(&self, ended: TlsHandshake, server_name: Option<&str>) -> Option<Arc<CertifiedKey>> {
+    /// The certificate that answers `client_hello`, or why there is none.
+    /// A refusal is counted and logged here, once per ClientHello: the
+    /// HTTPS listener asks before the handshake starts (so a refused one
+    /// costs no handshake at all), and rustls asks again during it.
+    pub fn choose(
+        &self,
+        client_hello: &ClientHello<'_>,
+    ) -> Result<Arc<CertifiedKey>, TlsHandshake> {
+        let Some(server_name) = client_hello.server_name() else {
+            return Err(self.refuse(TlsHandshake::NoServerName, None));
+        };
+        let acme_validation = client_hello
+            .alpn()
+            .is_some_and(|mut offered| offered.any(|protocol| protocol == ACME_TLS_ALPN_PROTOCOL));
+        let certificate = match acme_validation {
+            true => self.tls.challenges.tls_alpn01(server_name),
+            false => self
+                .tls
+                .certificates
+                .lookup(server_name)
+                .map(|certificate| certificate.key.clone()),
+        };
+        certificate.ok_or_else(|| self.refuse(TlsHandshake::UnknownServerName, Some(server_name)))
+    }
+
+    fn refuse(&self, ended: TlsHandshake, server_name: Option<&str>) -> TlsHandshake {
         self.metrics.tls_handshake(ended);
         tracing::info!(
             server_name = server_name.unwrap_or(""),
@@ -34,9 +59,24 @@ impl SniResolver {
                 _ => "no certificate for the name the client asked for",
             }
         );
-        None
+        ended
     }
 }
+
+/// Whether a failed handshake is one this resolver refused (and so has
+/// already counted): rustls ends it with this error when the resolver
+/// answers no certificate.
+pub fn refused_by_resolver(error: &std::io::Error) -> bool {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|error| {
+            matches!(error, rustls::Error::General(message) if message == NO_CERTIFICATE_RESOLVED)
+        })
+}
+
+/// rustls' words for a handshake its resolver gave no certificate.
+const NO_CERTIFICATE_RESOLVED: &str = "no server certificate chain resolved";
 
 impl std::fmt::Debug for SniResolver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -46,21 +86,6 @@ impl std::fmt::Debug for SniResolver {
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        let Some(server_name) = client_hello.server_name() else {
-            return self.refuse(TlsHandshake::NoServerName, None);
-        };
-        let acme_validation = client_hello
-            .alpn()
-            .is_some_and(|mut offered| offered.any(|protocol| protocol == ACME_TLS_ALPN_PROTOCOL));
-        if acme_validation {
-            return match self.tls.challenges.tls_alpn01(server_name) {
-                Some(certificate) => Some(certificate),
-                None => self.refuse(TlsHandshake::UnknownServerName, Some(server_name)),
-            };
-        }
-        match self.tls.certificates.lookup(server_name) {
-            Some(certificate) => Some(certificate.key.clone()),
-            None => self.refuse(TlsHandshake::UnknownServerName, Some(server_name)),
-        }
+        self.choose(&client_hello).ok()
     }
 }

@@ -16,6 +16,7 @@ mod forwarding;
 mod host_header;
 mod hostile_http1;
 mod hostile_http2;
+mod https;
 mod infra_faults;
 mod lifecycle;
 mod load;

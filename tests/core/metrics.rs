@@ -13,24 +13,6 @@ use http::StatusCode;
 
 use super::support::*;
 
-/// The metrics text, checked to be served as Prometheus' text format.
-async fn scrape(admin: SocketAddr) -> String {
-    let reply = get(admin, "localhost", "/metrics").await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
-    assert_eq!(
-        reply.header("content-type"),
-        "text/plain; version=0.0.4; charset=utf-8"
-    );
-    reply.text()
-}
-
-/// The value of the series `series` (name and labels as written), if present.
-fn value_of(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
-        .map(|value| value.parse().expect("a number"))
-}
-
 /// Waits until the series has `expected` (a request is counted when its
 /// response body ends, just after the client has read it).
 async fn wait_for(admin: SocketAddr, series: &str, expected: f64) {

@@ -9,7 +9,7 @@ use dockhand::config::{
     Desired, DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId,
 };
 use dockhand::connect::UpstreamClient;
-use dockhand::proxy::{serve, ProxyState, ServerSettings};
+use dockhand::proxy::{serve, ProxyState, ServerSettings, Transport};
 use dockhand::resolve::Unconfigured;
 use dockhand::routes::Router;
 use dockhand::upstream::EndpointRegistry;
@@ -224,7 +224,13 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
         shutdown_timeout: Duration::from_secs(1),
         trusted_proxies: Vec::new(),
     };
-    let server = tokio::spawn(serve(listener, state, settings, std::future::pending()));
+    let server = tokio::spawn(serve(
+        listener,
+        Transport::Http,
+        state,
+        settings,
+        std::future::pending(),
+    ));
 
     let reply = get(addr, "app.test", "/").await;
     assert_eq!(reply.status, 503);

@@ -28,6 +28,8 @@ use tokio::task::JoinHandle;
 use dockhand::settings::Settings;
 use dockhand::{Error, Listeners};
 
+use crate::tls_support::ServerIdentity;
+
 pub type TestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;
 
 pub fn full(text: impl Into<Bytes>) -> TestBody {
@@ -442,9 +444,14 @@ pub fn replace_file(path: &std::path::Path, contents: &str) {
     std::fs::rename(&staging, path).unwrap();
 }
 
+/// The certificates directory's name in a proxy's temporary folder.
+const CERTS_DIR: &str = "certs";
+
 /// dockhand's `run` in this process, with its routes file in a temporary folder.
 pub struct Proxy {
     pub addr: SocketAddr,
+    /// The HTTPS listener, when started with [`Proxy::start_https`].
+    pub https: Option<SocketAddr>,
     /// The admin listener, on loopback.
     pub admin: SocketAddr,
     pub routes_path: PathBuf,
@@ -483,20 +490,60 @@ impl Proxy {
     pub async fn try_start_on(
         listener: TcpListener,
         routes: &str,
-        mut settings: Settings,
+        settings: Settings,
     ) -> Result<Proxy, Error> {
+        Proxy::launch(
+            listener,
+            None,
+            routes,
+            settings,
+            tempfile::tempdir().unwrap(),
+        )
+        .await
+    }
+
+    /// Starts with an HTTPS listener as well (`proxy.https`), serving
+    /// `certificates` from a certificates directory (`certs` in the proxy's
+    /// temporary folder, given as `--certs-dir`; pair `n` is `<n>.crt` +
+    /// `<n>.key`).
+    pub async fn start_https(
+        routes: &str,
+        certificates: &[&ServerIdentity],
+        mut settings: Settings,
+    ) -> Proxy {
         let dir = tempfile::tempdir().unwrap();
+        let certs_dir = dir.path().join(CERTS_DIR);
+        std::fs::create_dir(&certs_dir).unwrap();
+        for (n, certificate) in certificates.iter().enumerate() {
+            certificate.write_pair(&certs_dir, &n.to_string());
+        }
+        settings.tls.certs_dir = Some(certs_dir);
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let https = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Proxy::launch(http, Some(https), routes, settings, dir)
+            .await
+            .expect("proxy starts")
+    }
+
+    async fn launch(
+        listener: TcpListener,
+        https: Option<TcpListener>,
+        routes: &str,
+        mut settings: Settings,
+        dir: tempfile::TempDir,
+    ) -> Result<Proxy, Error> {
         let routes_path = dir.path().join("routes.json");
         std::fs::write(&routes_path, routes).unwrap();
         settings.routes_file = Some(routes_path.clone());
         let addr = listener.local_addr().unwrap();
+        let https_addr = https.as_ref().map(|https| https.local_addr().unwrap());
         let admin_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let admin = admin_listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let mut task = tokio::spawn(dockhand::run(
             Listeners {
                 http: listener,
-                https: None,
+                https,
                 admin: Some(admin_listener),
             },
             settings,
@@ -514,6 +561,7 @@ impl Proxy {
         }
         Ok(Proxy {
             addr,
+            https: https_addr,
             admin,
             routes_path,
             shutdown: Some(stop),
@@ -639,6 +687,24 @@ pub fn request(method: &str, host: &str, path: &str) -> http::request::Builder {
         .method(method)
         .uri(path)
         .header("host", host)
+}
+
+/// The admin listener's `/metrics` text, checked to be served as Prometheus' text format.
+pub async fn scrape(admin: SocketAddr) -> String {
+    let reply = get(admin, "localhost", "/metrics").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    assert_eq!(
+        reply.header("content-type"),
+        "text/plain; version=0.0.4; charset=utf-8"
+    );
+    reply.text()
+}
+
+/// The value of the series `series` (name and labels as written), if present.
+pub fn value_of(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .map(|value| value.parse().expect("a number"))
 }
 
 /// Polls `check` until it holds, for at most 10 s; it waits for a state, it times nothing.

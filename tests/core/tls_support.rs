@@ -1,6 +1,8 @@
 //! Certificates made at test time and TLS servers on loopback: a test CA, leaf
 //! certificates it signs for a name, self-signed ones no one trusts, and the
-//! acceptor a backend serves them with. Nothing is read from or trusted by the
+//! acceptor a backend serves them with; and the client side of dockhand's
+//! HTTPS listener (a client configuration trusting a test CA, connections
+//! by SNI, HTTPS requests over what ALPN chose). Nothing is read from or trusted by the
 //! machine; every test brings its own roots.
 
 use std::convert::Infallible;
@@ -15,13 +17,17 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use serde_json::json;
 
+use http::Version;
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use rustls::{RootCertStore, ServerConfig};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
 use tokio::io::AsyncReadExt;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::client::TlsStream as ClientTlsStream;
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+use crate::support::{empty, read_reply, Reply, TestBody};
 
 /// A certificate authority that exists for one test.
 pub struct TestCa {
@@ -32,6 +38,18 @@ pub struct TestCa {
 pub struct ServerIdentity {
     pub chain: Vec<CertificateDer<'static>>,
     pub key: PrivateKeyDer<'static>,
+    /// The chain and the key in PEM, as a certificates directory holds them.
+    pub chain_pem: String,
+    pub key_pem: String,
+}
+
+impl ServerIdentity {
+    /// Writes the pair as `<dir>/<stem>.crt` and `<dir>/<stem>.key`
+    /// (a pair of dockhand's `--certs-dir`).
+    pub fn write_pair(&self, dir: &std::path::Path, stem: &str) {
+        std::fs::write(dir.join(format!("{stem}.crt")), &self.chain_pem).unwrap();
+        std::fs::write(dir.join(format!("{stem}.key")), &self.key_pem).unwrap();
+    }
 }
 
 impl TestCa {
@@ -59,7 +77,16 @@ impl TestCa {
 
     /// A leaf for `name` (a DNS name, or an IP address for an IP SAN), signed by this CA.
     pub fn leaf(&self, name: &str) -> ServerIdentity {
-        self.signed_leaf(CertificateParams::new(vec![name.to_owned()]).unwrap())
+        self.leaf_for(&[name])
+    }
+
+    /// A leaf for all of `names` (wildcards such as `*.example.test` too).
+    pub fn leaf_for(&self, names: &[&str]) -> ServerIdentity {
+        let names = names
+            .iter()
+            .map(|name| name.to_string())
+            .collect::<Vec<_>>();
+        self.signed_leaf(CertificateParams::new(names).unwrap())
     }
 
     /// A leaf for `name` signed by this CA that was valid during 2000 only.
@@ -76,6 +103,8 @@ impl TestCa {
         ServerIdentity {
             chain: vec![cert.der().clone(), self.issuer.der().clone()],
             key: private_key(&key),
+            chain_pem: cert.pem() + &self.issuer.pem(),
+            key_pem: key.serialize_pem(),
         }
     }
 }
@@ -90,6 +119,8 @@ pub fn self_signed(name: &str) -> ServerIdentity {
     ServerIdentity {
         chain: vec![cert.der().clone()],
         key: private_key(&key),
+        chain_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
     }
 }
 
@@ -182,4 +213,90 @@ pub async fn https_backend(acceptor: TlsAcceptor) -> SocketAddr {
         }
     });
     addr
+}
+
+/// A client configuration (the `ring` provider) trusting `roots` only,
+/// offering `alpn` (empty offers nothing) and TLS 1.3 and 1.2.
+pub fn client_config(roots: Arc<RootCertStore>, alpn: &[&[u8]]) -> Arc<ClientConfig> {
+    client_config_with(
+        roots,
+        alpn,
+        &[&rustls::version::TLS13, &rustls::version::TLS12],
+    )
+}
+
+/// As [`client_config`], with only the TLS `versions` given.
+pub fn client_config_with(
+    roots: Arc<RootCertStore>,
+    alpn: &[&[u8]],
+    versions: &[&'static SupportedProtocolVersion],
+) -> Arc<ClientConfig> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(versions)
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|protocol| protocol.to_vec()).collect();
+    Arc::new(config)
+}
+
+/// A TLS connection to `addr` asking for `server_name` (SNI), or the error
+/// the handshake ended with.
+pub async fn tls_connect(
+    addr: SocketAddr,
+    server_name: &str,
+    config: Arc<ClientConfig>,
+) -> std::io::Result<ClientTlsStream<TcpStream>> {
+    let name = ServerName::try_from(server_name.to_owned()).unwrap();
+    let stream = TcpStream::connect(addr).await?;
+    TlsConnector::from(config).connect(name, stream).await
+}
+
+/// An HTTPS connection to `addr` for `server_name` speaking what ALPN
+/// chose (HTTP/2 for `h2`, else HTTP/1.1), ready for requests.
+pub async fn https_connection(
+    addr: SocketAddr,
+    server_name: &str,
+    config: Arc<ClientConfig>,
+) -> HttpsSender {
+    let tls = tls_connect(addr, server_name, config).await.unwrap();
+    let h2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+    let io = TokioIo::new(tls);
+    if h2 {
+        let (sender, connection) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        HttpsSender::H2(sender)
+    } else {
+        let (sender, connection) = hyper::client::conn::http1::handshake(io).await.unwrap();
+        tokio::spawn(connection.with_upgrades());
+        HttpsSender::Http1(sender)
+    }
+}
+
+/// A request sender over HTTPS, of the version the connection speaks.
+pub enum HttpsSender {
+    Http1(hyper::client::conn::http1::SendRequest<TestBody>),
+    H2(hyper::client::conn::http2::SendRequest<TestBody>),
+}
+
+impl HttpsSender {
+    /// Sends `GET https://host/path` (the Host header for HTTP/1.1, the
+    /// authority for HTTP/2) and reads the reply whole.
+    pub async fn get(&mut self, host: &str, path: &str) -> Reply {
+        let request = Request::builder().uri(format!("https://{host}{path}"));
+        let response = match self {
+            HttpsSender::Http1(sender) => {
+                let request = request.header("host", host).body(empty()).unwrap();
+                sender.send_request(request).await
+            }
+            HttpsSender::H2(sender) => {
+                let request = request.version(Version::HTTP_2).body(empty()).unwrap();
+                sender.send_request(request).await
+            }
+        };
+        read_reply(response.unwrap()).await
+    }
 }
