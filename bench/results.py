@@ -171,8 +171,11 @@ def metrics_check(args):
     against the ledger (lines "COMPLETED IN_FLIGHT WHAT..."): it must lie
     between what the generators completed and that plus what they can have
     had in flight when they stopped (dockhand counts a request once it has
-    produced the response; the generator, once it has read it). Prints
-    markdown; exits 1 when the count is outside that range or unknowable."""
+    produced the response; the generator, once it has read it), and every
+    one must have been answered 200, as the backend answers (a 308 would be
+    a redirect to HTTPS measured instead of the proxy). Prints markdown;
+    exits 1 when the count is outside that range or unknowable, or a
+    status is not 200."""
     with open(args.metrics) as metrics:
         text = metrics.read()
     by_code = {}
@@ -196,7 +199,8 @@ def metrics_check(args):
         in_flight += int(bound)
         if what.startswith("https_close"):
             new_tls_requests += int(done)
-    passed = not unknown and sent <= counted <= sent + in_flight
+    other_codes = {code: n for code, n in by_code.items() if code != "200"}
+    passed = not unknown and not other_codes and sent <= counted <= sent + in_flight
     codes = ", ".join(f"{code}: {n:,}" for code, n in sorted(by_code.items())) or "none"
     lines = [
         "### dockhand's /metrics against the load generators' totals",
@@ -216,6 +220,12 @@ def metrics_check(args):
     lines.append("")
     if unknown:
         lines.append(f"**Check FAILED: the totals of {', '.join(unknown)} are unknown (no summary).**")
+    elif other_codes:
+        lines.append(
+            "**Check FAILED: dockhand answered the bench host with "
+            + ", ".join(f"{n:,} × {code}" for code, n in sorted(other_codes.items()))
+            + "; the backend answers only 200.**"
+        )
     elif passed:
         lines.append(
             f"**Check passed: {sent:,} ≤ {counted:,} ≤ {sent:,} + {in_flight:,}**: dockhand counted "
