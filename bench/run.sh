@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dockhand side by side with nginx, HAProxy and Caddy, on this machine, in one run.
 #
-#   bench/run.sh                                   # the full run (about 20 minutes)
+#   bench/run.sh                                   # the full run (about 25 minutes)
 #   ROUNDS=1 DURATION=3 IDLE_CONNECTIONS=2000 bench/run.sh   # a quick check
 #
 # What it does, unattended, as root (or with sudo on PATH for apt-get):
