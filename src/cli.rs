@@ -299,7 +299,10 @@ impl Flags {
     }
 
     fn tls(&self) -> TlsSettings {
-        let acme = self.acme_email.as_ref().map(|email| AcmeSettings {
+        // An empty email (`DOCKHAND_ACME_EMAIL=` from a compose file's unset
+        // variable) leaves ACME off.
+        let email = self.acme_email.as_ref().filter(|email| !email.is_empty());
+        let acme = email.map(|email| AcmeSettings {
             email: email.clone(),
             directory: match (&self.acme_directory, self.acme_staging) {
                 (Some(directory), _) => directory.clone(),
@@ -474,6 +477,37 @@ mod tests {
                 .host,
             DockerHost::Unix("/run/docker.sock".into())
         );
+    }
+
+    #[test]
+    fn acme_is_on_with_an_email_and_the_directory_follows_the_flags() {
+        let acme = |args: &[&str]| parse(args).unwrap().settings(None).unwrap().tls.acme;
+        assert_eq!(acme(&[]), None);
+        assert_eq!(acme(&["--acme-email", ""]), None);
+        let production = acme(&["--acme-email", "ops@example.com"]).unwrap();
+        assert_eq!(production.directory, defaults::ACME_DIRECTORY);
+        assert_eq!(production.challenge, AcmeChallenge::Http01);
+        let staging = acme(&["--acme-email", "ops@example.com", "--acme-staging"]).unwrap();
+        assert_eq!(staging.directory, defaults::ACME_STAGING_DIRECTORY);
+        let own = [
+            "--acme-email",
+            "a@b.c",
+            "--acme-staging",
+            "--acme-directory",
+            "https://ca/dir",
+        ];
+        assert_eq!(acme(&own).unwrap().directory, "https://ca/dir");
+        let settings = parse(&["--certs-dir", "/certs"])
+            .unwrap()
+            .settings(None)
+            .unwrap();
+        assert!(settings.tls.https_wanted());
+        assert!(!parse(&[])
+            .unwrap()
+            .settings(None)
+            .unwrap()
+            .tls
+            .https_wanted());
     }
 
     /// A value for each flag that takes one, different from its default.

@@ -20,6 +20,7 @@ use super::error::{find_source, ErrorKind, ProxyError};
 use super::framing::{self, ReadAhead};
 use super::headers;
 use super::host;
+use super::local_answer;
 use super::request_body::UpstreamBody;
 use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
@@ -75,14 +76,17 @@ pub async fn handle(
         cause: None,
         counters: state.metrics.unmatched().clone(),
     });
-    let response = match handle_inner(&state, &peer, request, &mut record).await {
-        Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
-        Err(error) => {
-            state.metrics.error(error.reason());
-            record.error = Some(error.reason());
-            record.cause = error.cause_text();
-            error.into_response(ProxyBody::message)
-        }
+    let response = match local_answer::acme_challenge(&state.tls, &peer, &request) {
+        Some(answer) => answer,
+        None => match handle_inner(&state, &peer, request, &mut record).await {
+            Ok((response, in_flight)) => response.map(|body| ProxyBody::upstream(body, in_flight)),
+            Err(error) => {
+                state.metrics.error(error.reason());
+                record.error = Some(error.reason());
+                record.cause = error.cause_text();
+                error.into_response(ProxyBody::message)
+            }
+        },
     };
     record.status = response.status();
     Ok(response.map(|body| body.with_record(record)))

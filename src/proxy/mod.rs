@@ -2,7 +2,7 @@
 //! cuts clients that stop reading, and the TLS handshake of HTTPS clients), forwarding (tries, retries,
 //! following moved upstreams), the request's host, protocol switches,
 //! header rules, rewrites, the statuses dockhand
-//! answers itself and the access log. Routing decisions come from `routes`,
+//! answers itself, what it answers instead of forwarding (`local_answer`) and the access log. Routing decisions come from `routes`,
 //! connections from `connect`; this module carries requests between them.
 
 mod access_log;
@@ -16,6 +16,7 @@ mod framing;
 mod headers;
 mod host;
 mod idle;
+mod local_answer;
 mod request_body;
 mod response_body;
 pub mod rewrite;

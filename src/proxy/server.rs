@@ -56,7 +56,6 @@ pub struct ServerSettings {
 }
 
 /// What a listener's connections speak under HTTP.
-#[derive(Clone)]
 pub enum Transport {
     /// Plain TCP: HTTP/1.1 and h2c.
     Http,
@@ -141,7 +140,10 @@ pub async fn serve(
         }
     }
     drop(listener);
-    tracing::info!("shutting down: no new connections, waiting for requests in flight");
+    tracing::info!(
+        scheme = transport.scheme().as_str(),
+        "shutting down: no new connections, waiting for requests in flight"
+    );
     let _ = draining.send(());
     tokio::time::timeout(settings.shutdown_timeout, draining.closed())
         .await

@@ -139,7 +139,11 @@ where
         }
         let mut bytes = &buffer[..read];
         while !bytes.is_empty() {
-            acceptor.read_tls(&mut bytes)?;
+            if acceptor.read_tls(&mut bytes)? == 0 {
+                return Err(io::Error::other(
+                    "the ClientHello does not fit rustls' buffer",
+                ));
+            }
         }
         match acceptor.accept() {
             Ok(Some(accepted)) => return Ok(accepted),
@@ -151,5 +155,69 @@ where
                 return Err(io::Error::new(io::ErrorKind::InvalidData, error));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rcgen::{CertificateParams, KeyPair};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+    use rustls::{ClientConfig, RootCertStore};
+    use tokio::io::AsyncReadExt;
+    use tokio::net::{TcpListener, TcpStream};
+
+    use crate::tls::Certificate;
+
+    const NAME: &str = "acme.test";
+
+    /// RFC 8737 §3: the TLS-ALPN-01 handshake is the whole exchange; the
+    /// connection carries no HTTP and is closed once it is done.
+    #[tokio::test]
+    async fn a_connection_that_negotiated_acme_tls_is_closed_after_its_handshake() {
+        let key = KeyPair::generate().unwrap();
+        let challenge = CertificateParams::new(vec![NAME.to_owned()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let private_key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let certificate =
+            Certificate::from_der(vec![challenge.der().clone()], private_key).unwrap();
+        let tls = TlsState::new();
+        tls.challenges.set_tls_alpn01(NAME, certificate.key.clone());
+        let termination =
+            TlsTermination::new(tls, Arc::default(), Duration::from_secs(10)).unwrap();
+
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (stream, client) = listener.accept().await.unwrap();
+            termination.accept(stream, client).await.is_some()
+        });
+
+        // The validation server trusts the challenge certificate itself.
+        let mut roots = RootCertStore::empty();
+        roots.add(challenge.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![ACME_TLS_ALPN_PROTOCOL.to_vec()];
+        let stream = TcpStream::connect(address).await.unwrap();
+        let mut client = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from(NAME).unwrap(), stream)
+            .await
+            .expect("the challenge certificate answers");
+        assert_eq!(
+            client.get_ref().1.alpn_protocol(),
+            Some(ACME_TLS_ALPN_PROTOCOL)
+        );
+        assert!(!server.await.unwrap(), "not handed on to HTTP");
+        let mut rest = Vec::new();
+        let read = client.read_to_end(&mut rest).await;
+        assert!(rest.is_empty() && read.is_ok(), "closed cleanly: {read:?}");
     }
 }

@@ -89,3 +89,41 @@ impl ResolvesServerCert for SniResolver {
         self.choose(&client_hello).ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConfig, ClientConnection, RootCertStore, ServerConnection};
+
+    use crate::tls::server_config;
+
+    /// The words `refused_by_resolver` looks for are the ones rustls ends a
+    /// handshake with when the resolver has no certificate.
+    #[test]
+    fn a_refusal_by_the_resolver_is_recognised_in_the_handshake_error() {
+        let resolver = SniResolver::new(TlsState::new(), Arc::default());
+        let mut server = ServerConnection::new(server_config(resolver).unwrap()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(RootCertStore::empty())
+            .with_no_client_auth();
+        let name = ServerName::try_from("unknown.test").unwrap();
+        let mut client = ClientConnection::new(Arc::new(config), name).unwrap();
+        let mut hello = Vec::new();
+        client.write_tls(&mut hello).unwrap();
+        server.read_tls(&mut hello.as_slice()).unwrap();
+        let error = server.process_new_packets().unwrap_err();
+        // As tokio-rustls hands it over.
+        let error = std::io::Error::new(std::io::ErrorKind::InvalidData, error);
+        assert!(refused_by_resolver(&error), "{error}");
+        let other = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::General("something else".to_owned()),
+        );
+        assert!(!refused_by_resolver(&other));
+    }
+}

@@ -18,6 +18,7 @@ mod host_header;
 mod hostile_http1;
 mod hostile_http2;
 mod https;
+mod https_protocols;
 mod infra_faults;
 mod lifecycle;
 mod load;

@@ -6,8 +6,10 @@ use futures_util::{SinkExt, StreamExt};
 use http::{HeaderMap, HeaderValue, Response};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
 
 use crate::support::*;
 
@@ -52,7 +54,7 @@ pub async fn websocket_echo() -> (std::net::SocketAddr, tokio::task::JoinHandle<
     (addr, task)
 }
 
-pub type WebSocket = tokio_tungstenite::WebSocketStream<TcpStream>;
+pub type WebSocket = WebSocketStream<TcpStream>;
 
 /// A real WebSocket client connected through dockhand at `proxy` for `host`.
 pub async fn websocket_through(proxy: std::net::SocketAddr, host: &str) -> WebSocket {
@@ -64,7 +66,10 @@ pub async fn websocket_through(proxy: std::net::SocketAddr, host: &str) -> WebSo
     socket
 }
 
-pub async fn echo_round_trip(socket: &mut WebSocket, text: &str) {
+pub async fn echo_round_trip<S>(socket: &mut WebSocketStream<S>, text: &str)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     socket.send(Message::text(text)).await.unwrap();
     let answer = socket.next().await.expect("an answer").unwrap();
     assert_eq!(answer.into_text().unwrap().as_str(), text);
@@ -90,7 +95,7 @@ async fn websockets_are_proxied_both_ways() {
 /// A backend that answers with the request's version, authority, `te` and
 /// body, and echoes the request's trailer back as a response trailer
 /// (announced in `Trailer`, which HTTP/1.1 needs to send trailers at all).
-async fn trailer_echo() -> Backend {
+pub async fn trailer_echo() -> Backend {
     Backend::start(|request: http::Request<Incoming>| async move {
         let version = format!("{:?}", request.version());
         let authority = request.uri().authority().map(|a| a.to_string());
@@ -120,7 +125,7 @@ async fn trailer_echo() -> Backend {
 }
 
 /// A POST of `ping` with the trailer `x-request-checksum: abc123`.
-fn request_with_trailer(uri: &str, version: http::Version) -> http::Request<TestBody> {
+pub fn request_with_trailer(uri: &str, version: http::Version) -> http::Request<TestBody> {
     let mut request_trailers = HeaderMap::new();
     request_trailers.insert("x-request-checksum", HeaderValue::from_static("abc123"));
     let frames = vec![
@@ -138,7 +143,7 @@ fn request_with_trailer(uri: &str, version: http::Version) -> http::Request<Test
 }
 
 /// The response's trailers and body text, asserting the echoed trailer.
-async fn echoed_trailers(response: Response<Incoming>) -> String {
+pub async fn echoed_trailers(response: Response<Incoming>) -> String {
     assert_eq!(response.status(), 200);
     let collected = response.into_body().collect().await.unwrap();
     let trailers = collected

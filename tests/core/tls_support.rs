@@ -300,3 +300,13 @@ impl HttpsSender {
         read_reply(response.unwrap()).await
     }
 }
+
+/// The first flight of a TLS client (its ClientHello records) asking for
+/// `server_name`, as bytes to send by hand.
+pub fn client_hello(server_name: &str, config: Arc<ClientConfig>) -> Vec<u8> {
+    let name = ServerName::try_from(server_name.to_owned()).unwrap();
+    let mut client = rustls::ClientConnection::new(config, name).unwrap();
+    let mut bytes = Vec::new();
+    client.write_tls(&mut bytes).unwrap();
+    bytes
+}
