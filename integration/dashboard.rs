@@ -7,7 +7,7 @@
 //! (1280 wide) from the first scenario.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -50,6 +50,39 @@ fn diagnostic_text(container: &str, key: &str) -> String {
     )
 }
 
+/// JavaScript: the text of the certificates table's row for `names`
+/// (space-separated), or null.
+fn certificate_text(names: &str) -> String {
+    format!(
+        "(() => {{ const row = [...document.querySelectorAll('#certificates tr.certificate')].find(e => e.dataset.names === {}); return row ? row.innerText : null; }})()",
+        json!(names)
+    )
+}
+
+/// JavaScript: the text of the diagnostic about certificate file `path`, or null.
+fn certificate_diagnostic_text(path: &Path) -> String {
+    format!(
+        "(() => {{ const card = [...document.querySelectorAll('#diagnostics .diagnostic')].find(e => e.innerText.includes({})); return card ? card.innerText : null; }})()",
+        json!(format!("certificate {}", path.display()))
+    )
+}
+
+/// Writes `<stem>.crt` and `<stem>.key` for `name` into `dir`, the key of
+/// another certificate with `mismatched`; returns the chain's path.
+fn certificate_pair(dir: &Path, stem: &str, name: &str, mismatched: bool) -> PathBuf {
+    let made = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+    let key = if mismatched { &other } else { &made };
+    let chain = dir.join(format!("{stem}.crt"));
+    std::fs::write(&chain, made.cert.pem()).unwrap();
+    std::fs::write(
+        dir.join(format!("{stem}.key")),
+        key.signing_key.serialize_pem(),
+    )
+    .unwrap();
+    chain
+}
+
 fn dashboard_url(dockhand: &DockhandOnHost) -> String {
     format!("http://{}/", dockhand.admin_addr)
 }
@@ -79,11 +112,21 @@ fn the_dashboard_shows_hosts_and_label_typos_and_follows_stopped_containers_with
     let dir = tempfile::tempdir().unwrap();
     let routes = dir.path().join("routes.json");
     std::fs::write(&routes, checked_route(&checked_host, checked_addr)).unwrap();
+    // A certificate served, and a pair whose key is another certificate's.
+    let certs = dir.path().join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    certificate_pair(&certs, "secure", &checked_host, false);
+    let broken = certificate_pair(&certs, "broken", "broken.example.com", true);
+    let https = format!("127.0.0.1:{}", free_port());
     let mut dockhand = DockhandOnHost::start_in(
         dir,
         &[
             "--routes",
             routes.to_str().unwrap(),
+            "--certs-dir",
+            certs.to_str().unwrap(),
+            "--https-listen",
+            &https,
             // A check of a stopped container's address fails within a second.
             "--connect-timeout",
             "1s",
@@ -147,6 +190,26 @@ fn the_dashboard_shows_hosts_and_label_typos_and_follows_stopped_containers_with
             );
         }
     }
+
+    // The certificates directory: the good pair listed with its file and
+    // validity, the mismatched one a problem named by its file.
+    let certificate = browser.wait_for(
+        "the certificate on the page",
+        &certificate_text(&checked_host),
+    );
+    let certificate = certificate.as_str().unwrap_or_default();
+    assert!(certificate.contains("secure.crt"), "{certificate}");
+    assert!(certificate.contains("valid until"), "{certificate}");
+    let problem = browser.wait_for(
+        "the mismatched pair's diagnostic",
+        &certificate_diagnostic_text(&broken),
+    );
+    let problem = problem.as_str().unwrap_or_default();
+    assert!(
+        problem.contains("the private key does not belong to the certificate; not served"),
+        "{problem}"
+    );
+    assert!(!problem.contains("routes file"), "{problem}");
 
     // The routes file's host, checked and reachable.
     browser.wait_for_value(

@@ -1,5 +1,5 @@
-//! `dockhand check`: the routes file and the containers' labels read as
-//! serving would read them, every problem printed (text lines or one JSON
+//! `dockhand check`: the routes file, the containers' labels and the
+//! certificates directory read as serving would read them, every problem printed (text lines or one JSON
 //! document), nothing served. The exit status is `nginx -t`'s: 0 when no
 //! problem is an error, 1 when one is, and 2 when the check itself could not
 //! run (Docker unreachable, nothing to check).
@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use dockhand::config::{Diagnostic, SeverityCounts};
 use dockhand::provider::{docker, file};
 use dockhand::settings::Settings;
+use dockhand::tls;
 use serde_json::json;
 
 use crate::cli::{CheckFlags, CheckFormat};
@@ -41,8 +42,9 @@ async fn check_all(check: &CheckFlags, settings: &Settings) -> ExitCode {
         (false, docker) if check.routes.is_none() => docker.as_ref(),
         (false, _) => None,
     };
-    if routes.is_none() && docker.is_none() {
-        return cannot_check("nothing to check: give --routes FILE or --docker");
+    let certs_dir = settings.tls.certs_dir.as_ref();
+    if routes.is_none() && docker.is_none() && certs_dir.is_none() {
+        return cannot_check("nothing to check: give --routes FILE, --docker or --certs-dir DIR");
     }
     let mut diagnostics = Vec::new();
     let mut checked = Vec::new();
@@ -56,6 +58,10 @@ async fn check_all(check: &CheckFlags, settings: &Settings) -> ExitCode {
             Err(error) => return cannot_check(&error.to_string()),
         }
         checked.push(format!("the labels of the containers at {}", docker.host));
+    }
+    if let Some(dir) = certs_dir {
+        diagnostics.extend(tls::files::check(dir).await);
+        checked.push(format!("certificates directory {}", dir.display()));
     }
     print(&diagnostics, &checked, check.format);
     let errors = SeverityCounts::of(&diagnostics).errors;

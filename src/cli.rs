@@ -211,7 +211,7 @@ pub enum Command {
     /// Exit 0 when the admin listener's /readyz answers 200 (for the image's
     /// HEALTHCHECK, which has no shell or curl), else 1.
     Healthcheck,
-    /// Check the routes file and the containers' labels without serving:
+    /// Check the routes file, the containers' labels and the certificates directory without serving:
     /// print every problem, exit 1 if any is an error, 2 if Docker can't be reached.
     Check(CheckFlags),
 }
@@ -263,8 +263,9 @@ impl FromStr for AccessLog {
     }
 }
 
-/// The shortest routes-file poll interval, so a typo can't make a busy loop.
-const MIN_ROUTES_POLL_INTERVAL: Duration = Duration::from_millis(10);
+/// The shortest poll interval (of the routes file, of the certificates
+/// directory), so a typo can't make a busy loop.
+const MIN_POLL_INTERVAL: Duration = Duration::from_millis(10);
 
 impl Flags {
     /// The settings these flags say; `docker_host_env` is `DOCKER_HOST`,
@@ -284,7 +285,7 @@ impl Flags {
             tls: self.tls(),
             docker,
             routes_file: self.routes.clone(),
-            routes_poll_interval: self.routes_poll_interval.max(MIN_ROUTES_POLL_INTERVAL),
+            routes_poll_interval: self.routes_poll_interval.max(MIN_POLL_INTERVAL),
             upstream_wait: self.upstream_wait,
             connect_timeout: self.connect_timeout,
             upstream_timeout: self.upstream_timeout,
@@ -317,7 +318,7 @@ impl Flags {
         });
         TlsSettings {
             certs_dir: self.certs_dir.clone(),
-            certs_poll_interval: self.certs_poll_interval,
+            certs_poll_interval: self.certs_poll_interval.max(MIN_POLL_INTERVAL),
             handshake_timeout: self.tls_handshake_timeout,
             acme,
         }

@@ -64,7 +64,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use admin::AdminState;
-use config::ProviderId;
+use config::{Desired, ProviderId};
 use connect::UpstreamClient;
 use metrics::Metrics;
 use provider::file::{self, FileProvider};
@@ -72,6 +72,7 @@ use proxy::{ErrorKind, ProxyState, ServerSettings, TlsTermination, Transport};
 use resolve::{CountedDns, Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
 use settings::Settings;
+use tls::files::CertsDir;
 use tls::TlsState;
 use upstream::{run_checks, tcp_probe, EndpointRegistry};
 
@@ -151,12 +152,23 @@ pub async fn run(
         .map(|address| address.port());
     let tls = TlsState::new();
     if let Some(dir) = &settings.tls.certs_dir {
-        tls::files::load_into(dir, &tls.certificates)
+        let certs = CertsDir::start(dir.clone(), tls.clone())
             .await
             .map_err(|error| Error::CertsDir {
                 dir: dir.clone(),
                 error,
             })?;
+        let router = router.clone();
+        let publish = move |diagnostics| {
+            let desired = Desired {
+                diagnostics,
+                ..Desired::default()
+            };
+            router.publish(ProviderId::Certificates, desired);
+        };
+        background.push(tokio::spawn(
+            certs.watch(settings.tls.certs_poll_interval, publish),
+        ));
     }
     let state = Arc::new(ProxyState {
         router,
@@ -233,6 +245,8 @@ pub async fn run(
 }
 
 /// The sources of routes `/readyz` waits for: each must deliver once.
+/// Certificates never hold readiness up: plain HTTP serves without them,
+/// and an ACME order may take minutes.
 fn awaited_providers(settings: &Settings) -> Vec<ProviderId> {
     let file = settings.routes_file.as_ref().map(|_| ProviderId::File);
     let docker = settings.docker.as_ref().map(|_| ProviderId::Docker);
@@ -253,5 +267,30 @@ fn name_server(settings: &Settings) -> Arc<dyn Dns> {
                 Arc::new(Unconfigured(error.to_string()))
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_never_waits_for_certificates() {
+        let mut settings = Settings {
+            routes_file: Some("routes.json".into()),
+            ..Settings::default()
+        };
+        settings.tls.certs_dir = Some("certs".into());
+        settings.tls.acme = Some(settings::AcmeSettings {
+            email: "admin@example.com".into(),
+            directory: "https://acme.example.com/directory".into(),
+            ca: None,
+            storage: "acme".into(),
+            challenge: settings::AcmeChallenge::Http01,
+        });
+        let awaited = awaited_providers(&settings);
+        assert!(awaited.contains(&ProviderId::File), "{awaited:?}");
+        assert!(!awaited.contains(&ProviderId::Certificates), "{awaited:?}");
+        assert!(!awaited.contains(&ProviderId::Acme), "{awaited:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! The dashboard: `GET /` on the admin listener answers one HTML page
 //! (`dashboard.html`, its CSS and JavaScript inline, embedded in the binary so
-//! it works offline). The page holds no data: it polls `/api/v1/hosts` and
-//! `/api/v1/diagnostics` itself, with the bearer token it asks for when they
+//! it works offline). The page holds no data: it polls `/api/v1/hosts`,
+//! `/api/v1/diagnostics` and `/api/v1/certificates` itself, with the bearer token it asks for when they
 //! answer `401`, so it is served without the token.
 
 use bytes::Bytes;

@@ -1,10 +1,11 @@
 //! The admin listener: plain HTTP on its own address (never a proxy port),
 //! for people and monitoring rather than traffic. It shows what is served
-//! and why (`hosts`, `diagnostics`), answers the health probes (`probes`),
+//! and why (`hosts`, `diagnostics`, `certificates`), answers the health probes (`probes`),
 //! and keeps all of it behind a bearer token when it is reachable from
 //! other machines (`auth`).
 
 mod auth;
+mod certificates;
 mod dashboard;
 mod diagnostics;
 mod hosts;
@@ -122,6 +123,7 @@ fn route(state: &AdminState, path: &str) -> AdminResponse {
         },
         "/api/v1/hosts" => json_response(StatusCode::OK, &hosts::all_hosts(state)),
         "/api/v1/diagnostics" => json_response(StatusCode::OK, &diagnostics::current(state)),
+        "/api/v1/certificates" => json_response(StatusCode::OK, &certificates::all(state)),
         "/metrics" => {
             let metrics = state.proxy.metrics.render(state.router());
             respond_with(StatusCode::OK, metrics::CONTENT_TYPE, metrics)

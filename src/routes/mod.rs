@@ -512,6 +512,40 @@ mod tests {
     }
 
     #[test]
+    fn certificate_diagnostics_are_counted_with_the_others_and_never_swap_the_table() {
+        let router = Router::default();
+        router.publish(
+            ProviderId::File,
+            hosts(r#"{"host": {"a.com": {"location": {"/": {"upstream": {"10.0.0.1:80": {}}}}}}}"#),
+        );
+        let swaps = router.subscribe();
+        let broken = |path: &str, severity| Diagnostic {
+            origin: Origin::CertificateFile { path: path.into() },
+            key: String::new(),
+            severity,
+            reason: "the private key does not belong to the certificate".into(),
+            value: None,
+            suggestion: None,
+        };
+        let desired = Desired {
+            diagnostics: vec![
+                broken("/certs/a.crt", Severity::Error),
+                broken("/certs/b.crt", Severity::Warning),
+            ],
+            ..Desired::default()
+        };
+        assert!(!router.publish(ProviderId::Certificates, desired));
+        assert!(router.has_published(ProviderId::Certificates));
+        assert!(!swaps.has_changed().unwrap(), "no table swapped");
+        assert_eq!(router.diagnostics().len(), 2);
+        let counts = router.diagnostic_counts();
+        assert_eq!((counts.errors, counts.warnings), (1, 1));
+        assert_eq!(pick(&router, "a.com").unwrap(), "10.0.0.1:80");
+        router.publish(ProviderId::Certificates, Desired::default());
+        assert_eq!(router.diagnostic_counts().errors, 0);
+    }
+
+    #[test]
     fn names_are_watched_and_their_addresses_used() {
         let router = Router::default();
         let names = router.watch_names();

@@ -3,13 +3,26 @@
 //! `<name>/privkey.pem` as certbot writes them. Which names a certificate
 //! serves comes from the certificate itself (its subjectAltName), never
 //! from the file name.
+//!
+//! Reading is pure of the store: `load_dir` gives each pair or why it
+//! failed, and `stamp_dir` what the files look like (to tell a change).
+//! `watch` follows the directory while serving, `diagnose` turns pairs into
+//! diagnostics for it and for `dockhand check`.
 
+mod diagnose;
+mod watch;
+
+pub use diagnose::{check, EXPIRY_WARNING};
+pub use watch::{CertsDir, FileCertificates};
+
+use std::collections::BTreeMap;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use super::certificate::{Certificate, CertificateError};
-use super::store::{CertificateSource, CertificateStore};
 
 /// One pair found in the directory: where its certificate is, and what
 /// loading it gave.
@@ -27,26 +40,6 @@ pub enum PairError {
     Read { path: String, error: String },
     #[error(transparent)]
     Certificate(#[from] CertificateError),
-}
-
-/// Reads `dir` and serves what loads as the `Files` certificates; a pair
-/// that does not load is logged and left out.
-pub async fn load_into(dir: &Path, store: &CertificateStore) -> io::Result<()> {
-    let owned = dir.to_owned();
-    let pairs = tokio::task::spawn_blocking(move || load_dir(&owned))
-        .await
-        .map_err(io::Error::other)??;
-    let mut certificates = Vec::new();
-    for pair in pairs {
-        match pair.certificate {
-            Ok(certificate) => certificates.push(certificate),
-            Err(error) => {
-                tracing::error!(path = %pair.chain_path.display(), %error, "certificate not served")
-            }
-        }
-    }
-    store.replace(CertificateSource::Files, certificates);
-    Ok(())
 }
 
 /// Every pair in `dir`, sorted by path. Reads files: call it off the
@@ -76,6 +69,50 @@ pub fn load_dir(dir: &Path) -> io::Result<Vec<LoadedPair>> {
     }
     pairs.sort_by(|a, b| a.chain_path.cmp(&b.chain_path));
     Ok(pairs)
+}
+
+/// What the directory's files look like: each file's size, modification
+/// time and inode, so a file replaced by a rename is a change even when
+/// its size and time match the old one. Symbolic links are followed
+/// (certbot's `live/` links into `archive/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirStamp(BTreeMap<PathBuf, FileStamp>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+/// The stamp of every file in `dir` and in its subdirectories one level
+/// down (where certbot's pairs are). Reads metadata: call it off the
+/// runtime's threads.
+pub fn stamp_dir(dir: &Path) -> io::Result<DirStamp> {
+    let mut stamps = BTreeMap::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            // A subdirectory that vanished since is simply not stamped.
+            for inner in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                stamp_file(inner.path(), &mut stamps);
+            }
+        } else {
+            stamp_file(path, &mut stamps);
+        }
+    }
+    Ok(DirStamp(stamps))
+}
+
+fn stamp_file(path: PathBuf, stamps: &mut BTreeMap<PathBuf, FileStamp>) {
+    if let Ok(metadata) = std::fs::metadata(&path) {
+        let stamp = FileStamp {
+            len: metadata.len(),
+            modified: metadata.modified().ok(),
+            inode: metadata.ino(),
+        };
+        stamps.insert(path, stamp);
+    }
 }
 
 fn load_pair(chain_path: &Path, key_path: &Path) -> Result<Arc<Certificate>, PairError> {

@@ -7,7 +7,7 @@
 //! ClientHello", and refuses rather than answer with another host's;
 //! `AcmeChallenges` holds what ACME validation asks of the listeners while
 //! an order runs, and `AcmeStatus` where each name's order stands.
-//! `files` reads the certificates directory. `server_config` builds the rustls configuration the HTTPS
+//! `files` reads and follows the certificates directory. `server_config` builds the rustls configuration the HTTPS
 //! listener serves with. This module knows nothing of routes or requests.
 
 mod certificate;
@@ -19,6 +19,8 @@ mod server_config;
 mod status;
 mod store;
 
+#[cfg(test)]
+pub(crate) use certificate::test_certificate;
 pub use certificate::{Certificate, CertificateError};
 pub use challenges::{AcmeChallenges, ACME_TLS_ALPN_PROTOCOL, HTTP01_PATH_PREFIX};
 pub use index::SniIndex;
@@ -39,6 +41,8 @@ pub struct TlsState {
     pub challenges: AcmeChallenges,
     /// Where each name's ACME order stands, for the admin API.
     pub acme: AcmeStatus,
+    /// Which file each certificate of the directory comes from, for the admin API.
+    pub files: files::FileCertificates,
 }
 
 impl TlsState {

@@ -1,11 +1,14 @@
-//! `dockhand check`, the real binary: a routes file's problems printed as
-//! text lines or one JSON document, without serving; exit 0 when none is an
-//! error, 1 when one is, 2 when the check can't run (Docker unreachable).
+//! `dockhand check`, the real binary: a routes file's problems, and the
+//! certificates directory's, printed as text lines or one JSON document,
+//! without serving; exit 0 when none is an error, 1 when one is, 2 when the
+//! check can't run (Docker unreachable).
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
+
+use crate::tls_support::TestCa;
 
 const BAD: &str = r#"{"host": {
     "a.com": {"location": {"/": {"upstraem": {}, "retry": {"attempts": 11}}}}
@@ -147,4 +150,38 @@ fn docker_out_of_reach_exits_2_saying_why() {
         stderr.contains(&format!("dockhand check: can't reach Docker at {host}")),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_mismatched_certificate_pair_exits_1_naming_its_file_and_a_good_one_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = TestCa::new("dockhand check test CA");
+    ca.leaf("good.example.com").write_pair(dir.path(), "good");
+    let certs = dir.path().to_str().unwrap();
+    let output = check(&["--no-docker", "--certs-dir", certs]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        stdout(&output),
+        format!("0 errors, 0 warnings (checked certificates directory {certs})\n")
+    );
+
+    ca.leaf("bad.example.com").write_pair(dir.path(), "bad");
+    let other = ca.leaf("bad.example.com");
+    std::fs::write(dir.path().join("bad.key"), &other.key_pem).unwrap();
+    let bad = dir.path().join("bad.crt");
+    let output = check(&["--no-docker", "--certs-dir", certs]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    assert_eq!(
+        stdout(&output),
+        format!(
+            "error: certificate {}: the private key does not belong to the certificate\n\
+             1 error, 0 warnings (checked certificates directory {certs})\n",
+            bad.display()
+        )
+    );
+    let output = check(&["--no-docker", "--certs-dir", certs, "--format", "json"]);
+    let document: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let diagnostic = &document["diagnostics"][0];
+    assert_eq!(diagnostic["source"], "certificate_file");
+    assert_eq!(diagnostic["path"], bad.to_str().unwrap());
 }

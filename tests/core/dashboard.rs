@@ -32,7 +32,11 @@ async fn the_dashboard_is_served_without_the_token_that_its_api_needs() {
     assert!(policy.contains("default-src 'none'"), "{policy}");
     assert!(policy.contains("connect-src 'self'"), "{policy}");
 
-    for api in ["/api/v1/hosts", "/api/v1/diagnostics"] {
+    for api in [
+        "/api/v1/hosts",
+        "/api/v1/diagnostics",
+        "/api/v1/certificates",
+    ] {
         assert_eq!(get(api).await.status, StatusCode::UNAUTHORIZED, "{api}");
     }
 }

@@ -9,6 +9,7 @@ mod upstreams;
 mod access_log;
 mod admin;
 mod causes;
+mod certs_dir;
 mod check_command;
 mod client_faults;
 mod dashboard;

@@ -531,6 +531,11 @@ impl Proxy {
             .expect("proxy starts")
     }
 
+    /// The certificates directory of [`Proxy::start_https`], to change its files.
+    pub fn certs_dir(&self) -> PathBuf {
+        self._dir.path().join(CERTS_DIR)
+    }
+
     async fn launch(
         listener: TcpListener,
         https: Option<TcpListener>,
