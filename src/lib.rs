@@ -170,6 +170,18 @@ pub async fn run(
             certs.watch(settings.tls.certs_poll_interval, publish),
         ));
     }
+    if let Some(acme) = &settings.tls.acme {
+        // Stored certificates are served from the first handshake; ordering
+        // runs in the background and never delays serving.
+        let loaded = tls::acme::load(acme, &tls).await;
+        background.push(tokio::spawn(tls::acme::run(
+            acme.clone(),
+            loaded,
+            tls.clone(),
+            router.clone(),
+            metrics.clone(),
+        )));
+    }
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(settings.connect_timeout, registry, dns, metrics.clone()),

@@ -8,8 +8,11 @@
 //! `AcmeChallenges` holds what ACME validation asks of the listeners while
 //! an order runs, and `AcmeStatus` where each name's order stands.
 //! `files` reads and follows the certificates directory. `server_config` builds the rustls configuration the HTTPS
-//! listener serves with. This module knows nothing of routes or requests.
+//! listener serves with. Apart from `acme`, which follows the route table to
+//! learn which hosts need a certificate, this module knows nothing of routes
+//! or requests.
 
+pub mod acme;
 mod certificate;
 mod challenges;
 pub mod files;

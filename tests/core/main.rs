@@ -2,11 +2,13 @@
 
 mod dns_server;
 mod names;
+mod pebble;
 mod raw_h2;
 mod support;
 mod upstreams;
 
 mod access_log;
+mod acme;
 mod admin;
 mod causes;
 mod certs_dir;

@@ -508,6 +508,26 @@ impl Proxy {
         .await
     }
 
+    /// Serves plain HTTP on `http` and HTTPS on `https`, bound by the
+    /// caller (so a test CA can be told the ports first); the certificates
+    /// are whatever `settings` gets (ACME, a certificates directory).
+    pub async fn start_on(
+        http: TcpListener,
+        https: TcpListener,
+        routes: &str,
+        settings: Settings,
+    ) -> Proxy {
+        Proxy::launch(
+            http,
+            Some(https),
+            routes,
+            settings,
+            tempfile::tempdir().unwrap(),
+        )
+        .await
+        .expect("proxy starts")
+    }
+
     /// Starts with an HTTPS listener as well (`proxy.https`), serving
     /// `certificates` from a certificates directory (`certs` in the proxy's
     /// temporary folder, given as `--certs-dir`; pair `n` is `<n>.crt` +
