@@ -2,11 +2,14 @@
 """The benchmark's bookkeeping, for run.sh: CPU time of a process tree, one
 run's load-generator output turned into a JSON line, and the JSON lines of a
 whole benchmark turned into markdown tables (medians over rounds, dockhand's
-ratio to each peer). Standard library only.
+ratio to each peer); the requests a run completed, and dockhand's /metrics
+checked against the sum of them. Standard library only.
 
   results.py cpu-ticks PID
   results.py record --shape S --peer P --round R --tool wrk|h2load --output FILE
                     [--log FILE] --cpu-ticks N
+  results.py completed --tool wrk|h2load --output FILE
+  results.py metrics-check --metrics FILE --ledger FILE --host HOST
   results.py table RAW.jsonl [--criterion DIR]
 """
 
@@ -34,6 +37,9 @@ SHAPES = {
     "h1_c500": "HTTP/1.1 keep-alive, 500 connections (wrk -t1 -c500)",
     "h2c": "HTTP/2 prior knowledge (h2c), 10 connections x 10 streams (h2load -t1 -c10 -m10)",
     "h1_close": "HTTP/1.1, new connection per request, 50 connections (wrk -t1 -c50 -H 'Connection: close')",
+    "https_c50": "HTTPS (TLS 1.3, ECDSA P-256) keep-alive, 50 connections (wrk -t1 -c50)",
+    "https_close": "HTTPS (TLS 1.3, ECDSA P-256), new TLS connection per request, 50 connections "
+    "(wrk -t1 -c50 -H 'Connection: close'; wrk resumes the TLS session)",
 }
 SCALE_PEERS = {"dockhand_1host": "dockhand, 1 host", "dockhand_10k": "dockhand, 10,000 hosts"}
 
@@ -78,6 +84,14 @@ def parse_wrk(text):
     if non_2xx:
         result["errors"] += int(non_2xx.group(1))
     return result
+
+
+def completed(tool, text):
+    """The requests a load generator's summary says it completed: wrk's
+    "N requests in ...", h2load's "N done" (answered, whatever the status)."""
+    if tool == "wrk":
+        return int(re.search(r"(\d+) requests in", text).group(1))
+    return int(re.search(r"requests: \d+ total, \d+ started, (\d+) done", text).group(1))
 
 
 def percentile(sorted_values, fraction):
@@ -129,6 +143,102 @@ def record(args):
         cpu_seconds=args.cpu_ticks / CLOCK_TICKS,
     )
     print(json.dumps(result))
+
+
+def print_completed(args):
+    """The count, or "?" when the output has no summary (a killed generator)."""
+    try:
+        with open(args.output) as output:
+            print(completed(args.tool, output.read()))
+    except (AttributeError, OSError):
+        print("?")
+
+
+SAMPLE = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def samples(text, name):
+    """(labels, value) of each sample of metric `name` in Prometheus text."""
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match and match.group(1) == name:
+            yield dict(LABEL.findall(match.group(2))), float(match.group(3))
+
+
+def metrics_check(args):
+    """dockhand_requests_total for the bench host, summed over its codes,
+    against the ledger (lines "COMPLETED IN_FLIGHT WHAT..."): it must lie
+    between what the generators completed and that plus what they can have
+    had in flight when they stopped (dockhand counts a request once it has
+    produced the response; the generator, once it has read it), and every
+    one must have been answered 200, as the backend answers (a 308 would be
+    a redirect to HTTPS measured instead of the proxy). Prints markdown;
+    exits 1 when the count is outside that range or unknowable, or a
+    status is not 200."""
+    with open(args.metrics) as metrics:
+        text = metrics.read()
+    by_code = {}
+    for labels, value in samples(text, "dockhand_requests_total"):
+        if labels.get("host") == args.host:
+            code = labels.get("code", "?")
+            by_code[code] = by_code.get(code, 0) + int(value)
+    counted = sum(by_code.values())
+    handshakes = {
+        labels.get("result"): int(value)
+        for labels, value in samples(text, "dockhand_tls_handshakes_total")
+    }
+    sent, in_flight, unknown, new_tls_requests = 0, 0, [], 0
+    with open(args.ledger) as ledger:
+        entries = [line.split(maxsplit=2) for line in ledger if line.strip()]
+    for done, bound, what in entries:
+        if done == "?":
+            unknown.append(what)
+            continue
+        sent += int(done)
+        in_flight += int(bound)
+        if what.startswith("https_close"):
+            new_tls_requests += int(done)
+    other_codes = {code: n for code, n in by_code.items() if code != "200"}
+    passed = not unknown and not other_codes and sent <= counted <= sent + in_flight
+    codes = ", ".join(f"{code}: {n:,}" for code, n in sorted(by_code.items())) or "none"
+    lines = [
+        "### dockhand's /metrics against the load generators' totals",
+        "",
+        "| | requests |",
+        "|---|---:|",
+        f"| completed, as wrk / h2load / curl report them ({len(entries)} runs, warm-ups and checks) | {sent:,} |",
+        f"| most that can have been in flight when a generator stopped | {in_flight:,} |",
+        f'| `dockhand_requests_total{{host="{args.host}"}}`, all codes ({codes}) | {counted:,} |',
+    ]
+    if handshakes:
+        lines.append(
+            f'| `dockhand_tls_handshakes_total{{result="completed"}}` | {handshakes.get("completed", 0):,} |'
+        )
+        if new_tls_requests:
+            lines.append(f"| requests of the https_close runs and warm-ups | {new_tls_requests:,} |")
+    lines.append("")
+    if unknown:
+        lines.append(f"**Check FAILED: the totals of {', '.join(unknown)} are unknown (no summary).**")
+    elif other_codes:
+        lines.append(
+            "**Check FAILED: dockhand answered the bench host with "
+            + ", ".join(f"{n:,} × {code}" for code, n in sorted(other_codes.items()))
+            + "; the backend answers only 200.**"
+        )
+    elif passed:
+        lines.append(
+            f"**Check passed: {sent:,} ≤ {counted:,} ≤ {sent:,} + {in_flight:,}**: dockhand counted "
+            f"every request the generators completed, and {counted - sent:,} more that it answered "
+            "after a generator had stopped reading (in flight at the end of a run)."
+        )
+    else:
+        lines.append(
+            f"**Check FAILED: dockhand counted {counted:,} requests; the generators completed "
+            f"{sent:,}, with at most {in_flight:,} more in flight.**"
+        )
+    print("\n".join(lines) + "\n")
+    return 0 if passed else 1
 
 
 def fmt_latency(us):
@@ -313,6 +423,13 @@ def main():
     rec.add_argument("--output", required=True)
     rec.add_argument("--log")
     rec.add_argument("--cpu-ticks", type=int, required=True)
+    done = commands.add_parser("completed")
+    done.add_argument("--tool", choices=["wrk", "h2load"], required=True)
+    done.add_argument("--output", required=True)
+    check = commands.add_parser("metrics-check")
+    check.add_argument("--metrics", required=True, help="dockhand's /metrics text")
+    check.add_argument("--ledger", required=True)
+    check.add_argument("--host", required=True)
     tab = commands.add_parser("table")
     tab.add_argument("raw")
     tab.add_argument("--criterion", help="criterion's output folder for route_table")
@@ -321,8 +438,13 @@ def main():
         print(cpu_ticks(args.pid))
     elif args.command == "record":
         record(args)
+    elif args.command == "completed":
+        print_completed(args)
+    elif args.command == "metrics-check":
+        return metrics_check(args)
     else:
         table(args)
+    return 0
 
 
 if __name__ == "__main__":

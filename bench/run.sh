@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # dockhand side by side with nginx, HAProxy and Caddy, on this machine, in one run.
 #
-#   bench/run.sh                                   # the full run (about 20 minutes)
+#   bench/run.sh                                   # the full run (about 25 minutes)
 #   ROUNDS=1 DURATION=3 IDLE_CONNECTIONS=2000 bench/run.sh   # a quick check
 #
 # What it does, unattended, as root (or with sudo on PATH for apt-get):
@@ -20,12 +20,22 @@
 #    times, and reports medians: requests/s, p50 and p99 latency, the peer's
 #    CPU seconds per 100k requests (its whole process tree), and dockhand's
 #    ratio to each;
+#  - the same over HTTPS (TLS 1.3, keep-alive and a new TLS connection per
+#    request) against dockhand, nginx, HAProxy and Caddy, all serving one ECDSA
+#    P-256 certificate made for this run with openssl (a CA and a leaf for the
+#    bench host, in the temp dir; curl checks the chain against that CA before
+#    the load, wrk verifies nothing);
+#  - after dockhand's runs, reads its admin listener's /metrics and checks that
+#    dockhand_requests_total for the bench host is the requests the load
+#    generators completed against it, plus the ones in flight when each run
+#    stopped (at most one per connection), every one answered 200; otherwise
+#    the script says so loudly and exits non-zero;
 #  - dockhand with 10,000 hosts in its route table against 1 host;
 #  - resident memory per idle keep-alive client connection (IDLE_CONNECTIONS
 #    of them, one request each, kept idle), for each proxy freshly started;
 #  - the in-process time to apply one changed container among 1,000
 #    (`cargo bench --bench route_table`).
-# Tables go to stdout and to bench/RESULTS.md; progress goes to stderr.
+# Tables go to stdout and to RESULTS_FILE; progress goes to stderr.
 # Every process it starts is stopped on exit, Ctrl-C or error.
 #
 # Environment:
@@ -33,7 +43,12 @@
 #   DURATION=10         seconds per run
 #   IDLE_CONNECTIONS=10000
 #   SCALE_HOSTS=10000   hosts in the large route table
-#   BASE_PORT=21000     ports used: BASE_PORT+80..+91 and +180..+183, on 127.0.0.1
+#   BASE_PORT=21000     ports used: BASE_PORT+80..+91, +180..+183 and +281..+284, on 127.0.0.1
+#   SHAPES="..."        what to run, any of: h1_c50 h1_c500 h2c h1_close
+#                       https_c50 https_close scale idle_memory route_table (default: all)
+#   PEERS="..."         peers of the load shapes, any of: dockhand nginx haproxy
+#                       caddy direct (default: all; dockhand first for the ratios)
+#   RESULTS_FILE=path   where the tables go (default bench/RESULTS.md)
 #   DOCKHAND_BIN=path   use this binary instead of building one
 #   KEEP_WORK=1         keep the temp dir (configs, raw outputs, logs)
 
@@ -44,13 +59,25 @@ DURATION=${DURATION:-10}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 SCALE_HOSTS=${SCALE_HOSTS:-10000}
 BASE_PORT=${BASE_PORT:-21000}
+ALL_SHAPES="h1_c50 h1_c500 h2c h1_close https_c50 https_close scale idle_memory route_table"
+SHAPES=${SHAPES:-$ALL_SHAPES}
+PEERS=${PEERS:-dockhand nginx haproxy caddy direct}
 PROXY_CPU=0
 LOAD_CPU=1
 BENCH_HOST=bench.test
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$BENCH_DIR")
-COMMAND="ROUNDS=$ROUNDS DURATION=$DURATION IDLE_CONNECTIONS=$IDLE_CONNECTIONS SCALE_HOSTS=$SCALE_HOSTS bench/run.sh"
+RESULTS_FILE=${RESULTS_FILE:-$BENCH_DIR/RESULTS.md}
+COMMAND="ROUNDS=$ROUNDS DURATION=$DURATION IDLE_CONNECTIONS=$IDLE_CONNECTIONS SCALE_HOSTS=$SCALE_HOSTS"
+[[ $SHAPES != "$ALL_SHAPES" ]] && COMMAND+=" SHAPES='$SHAPES'"
+[[ $PEERS != "dockhand nginx haproxy caddy direct" ]] && COMMAND+=" PEERS='$PEERS'"
+COMMAND+=" bench/run.sh"
+
+# Whether WORD is one of the words of LIST.
+wanted() {
+    [[ " $2 " == *" $1 "* ]]
+}
 
 log() { printf '[bench %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -186,7 +213,7 @@ check_ports() {
 
 # ---------------------------------------------------------------- peers
 
-declare -A PID PORT_H1 PORT_H2
+declare -A PID PORT_H1 PORT_H2 PORT_TLS PORT_ADMIN
 LOAD=()
 TOOL=""
 
@@ -202,7 +229,49 @@ PORT_H1[caddy]=$((BASE_PORT + 84))
 PORT_H2[caddy]=$((BASE_PORT + 84))
 PORT_H1[dockhand_1host]=${PORT_H1[dockhand]}
 PORT_H1[dockhand_10k]=$((BASE_PORT + 91))
+# HTTPS: every proxy but the backend (which the proxies reach over plain HTTP).
+PORT_TLS[dockhand]=$((BASE_PORT + 281))
+PORT_TLS[nginx]=$((BASE_PORT + 282))
+PORT_TLS[haproxy]=$((BASE_PORT + 283))
+PORT_TLS[caddy]=$((BASE_PORT + 284))
+# dockhand's admin listener, where /metrics is read.
+PORT_ADMIN[dockhand]=$((BASE_PORT + 85))
+PORT_ADMIN[dockhand_10k]=$((BASE_PORT + 86))
 BACKEND=127.0.0.1:${PORT_H1[direct]}
+TLS_DIR=""
+
+# One ECDSA P-256 CA and a leaf for the bench host signed by it, for this run
+# only: dockhand reads the leaf from its --certs-dir, nginx and Caddy the same
+# files, HAProxy their concatenation. The chain sent is the leaf alone.
+make_certificates() {
+    TLS_DIR=$WORK/tls
+    mkdir -p "$TLS_DIR/certs"
+    local p256=(genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256)
+    (
+        cd "$TLS_DIR"
+        openssl "${p256[@]}" -out ca.key
+        openssl req -x509 -new -key ca.key -sha256 -days 2 -subj "/CN=dockhand bench CA" \
+            -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign -out ca.crt
+        openssl "${p256[@]}" -out "certs/$BENCH_HOST.key"
+        openssl req -new -key "certs/$BENCH_HOST.key" -subj "/CN=$BENCH_HOST" -out leaf.csr
+        printf '%s\n' basicConstraints=critical,CA:FALSE keyUsage=critical,digitalSignature \
+            extendedKeyUsage=serverAuth "subjectAltName=DNS:$BENCH_HOST" >leaf.ext
+        openssl x509 -req -in leaf.csr -CA ca.crt -CAkey ca.key -set_serial 1 -sha256 -days 2 \
+            -extfile leaf.ext -out "certs/$BENCH_HOST.crt"
+        cat "certs/$BENCH_HOST.crt" "certs/$BENCH_HOST.key" >haproxy.pem
+    ) >"$WORK/openssl.log" 2>&1 || die "openssl: $(cat "$WORK/openssl.log")"
+    LEAF_CRT=$TLS_DIR/certs/$BENCH_HOST.crt
+    LEAF_KEY=$TLS_DIR/certs/$BENCH_HOST.key
+    # wrk connects to the address its URL's host resolves to and sends that
+    # host as SNI: the URL names the bench host (so SNI matches the
+    # certificate) and this makes it resolve to 127.0.0.1 without touching
+    # /etc/hosts. There is no request() function, so wrk's requests stay static.
+    cat >"$TLS_DIR/loopback.lua" <<'EOF'
+wrk.resolve = function(host, service)
+   wrk.addrs = wrk.lookup("127.0.0.1", service)
+end
+EOF
+}
 
 # The top of an nginx configuration living in DIR: one worker, in the foreground.
 nginx_main_context() {
@@ -241,24 +310,35 @@ EOF
     PID[direct]=$LAST_PID
 }
 
+# The bench host has a certificate, so a dockhand that redirects plain HTTP
+# to HTTPS would answer the HTTP rows with 308s: the routes file turns that
+# off for it (`"https_redirect": false`) where this dockhand knows the key.
 write_dockhand_routes() {
-    local file=$1 filler=$2
-    python3 - "$file" "$filler" "$BENCH_HOST" "$BACKEND" <<'EOF'
+    local file=$1 filler=$2 plain_http=true
+    "$DOCKHAND_BIN" check --no-docker --routes <(echo '{"host":{"a.test":{"https_redirect":false,"location":{"/":{"upstream":{"127.0.0.1:1":{}}}}}}}') \
+        >/dev/null 2>&1 || plain_http=false
+    python3 - "$file" "$filler" "$BENCH_HOST" "$BACKEND" "$plain_http" <<'EOF'
 import json, sys
 path, filler, bench_host, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 location = {"/": {"upstream": {backend: {}}}}
 hosts = {f"h{i}.scale.test": {"location": location} for i in range(filler)}
 hosts[bench_host] = {"location": location}
+if sys.argv[5] == "true":
+    hosts[bench_host]["https_redirect"] = False
 with open(path, "w") as out:
     json.dump({"host": hosts}, out)
 EOF
 }
 
 start_dockhand_instance() {
-    local name=$1 port=$2 filler=$3
+    local name=$1 port=$2 filler=$3 https=()
     write_dockhand_routes "$WORK/$name.routes.json" "$filler"
+    if [[ -n ${PORT_TLS[$name]:-} ]]; then
+        https=(--https-listen "127.0.0.1:${PORT_TLS[$name]}" --certs-dir "$TLS_DIR/certs")
+    fi
     spawn "$PROXY_CPU" "$WORK/$name.log" "$DOCKHAND_BIN" --no-docker \
-        --routes "$WORK/$name.routes.json" --http-listen "127.0.0.1:$port" --admin-listen 127.0.0.1:0 \
+        --routes "$WORK/$name.routes.json" --http-listen "127.0.0.1:$port" \
+        "${https[@]}" --admin-listen "127.0.0.1:${PORT_ADMIN[$name]}" \
         --workers 1 --log-level warn
     PID[$name]=$LAST_PID
 }
@@ -285,6 +365,10 @@ http {
         listen 127.0.0.1:${PORT_H1[nginx]};
         # nginx 1.22 speaks h2c (prior knowledge only) on a port of its own.
         listen 127.0.0.1:${PORT_H2[nginx]} http2;
+        listen 127.0.0.1:${PORT_TLS[nginx]} ssl http2;
+        ssl_certificate $LEAF_CRT;
+        ssl_certificate_key $LEAF_KEY;
+        ssl_protocols TLSv1.2 TLSv1.3;
         location / {
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -319,6 +403,7 @@ defaults
 frontend bench
     bind 127.0.0.1:${PORT_H1[haproxy]}
     bind 127.0.0.1:${PORT_H2[haproxy]} proto h2
+    bind 127.0.0.1:${PORT_TLS[haproxy]} ssl crt $TLS_DIR/haproxy.pem ssl-min-ver TLSv1.2 alpn h2,http/1.1
     default_backend backend
 backend backend
     server backend ${BACKEND}
@@ -335,17 +420,29 @@ start_caddy() {
 {
     admin off
     auto_https off
-    servers {
+    servers :${PORT_H1[caddy]} {
         protocols h1 h2c
     }
+    servers :${PORT_TLS[caddy]} {
+        protocols h1 h2
+    }
 }
-http://:${PORT_H1[caddy]} {
-    bind 127.0.0.1
+(backend) {
     reverse_proxy ${BACKEND} {
         transport http {
             keepalive_idle_conns_per_host 1024
         }
     }
+}
+http://:${PORT_H1[caddy]} {
+    bind 127.0.0.1
+    import backend
+}
+# With auto_https off, the certificate is the one given here and nothing is ordered.
+https://${BENCH_HOST}:${PORT_TLS[caddy]} {
+    bind 127.0.0.1
+    tls $LEAF_CRT $LEAF_KEY
+    import backend
 }
 EOF
     spawn "$PROXY_CPU" "$WORK/caddy.log" env GOMAXPROCS=1 HOME="$dir" XDG_DATA_HOME="$dir" \
@@ -360,6 +457,9 @@ start_peer() {
     if [[ -n ${PORT_H2[$peer]:-} ]]; then
         wait_listening "${PORT_H2[$peer]}" "${PID[$peer]}" "$peer"
     fi
+    if [[ -n ${PORT_TLS[$peer]:-} ]]; then
+        wait_listening "${PORT_TLS[$peer]}" "${PID[$peer]}" "$peer"
+    fi
 }
 
 stop_peer() {
@@ -368,43 +468,102 @@ stop_peer() {
     forget "${PID[$1]}"
 }
 
-# One request over HTTP/1.1 and, where the peer has it, one over h2c.
+# One request over HTTP/1.1 and, where the peer has them, ten over h2c and
+# the HTTPS checks.
 check_peer() {
     local peer=$1
     local out=$WORK/check.$peer
     timeout 20 taskset -c "$LOAD_CPU" wrk -t1 -c1 -d1s -H "Host: $BENCH_HOST" \
         "http://127.0.0.1:${PORT_H1[$peer]}/" >"$out" 2>&1 ||
         die "$peer: wrk failed: $(cat "$out")"
+    tally "$peer" wrk "$out" 1 "check_peer wrk -c1"
     grep -q "Non-2xx" "$out" && die "$peer answers HTTP/1.1 with errors: $(cat "$out")"
     if [[ -n ${PORT_H2[$peer]:-} ]]; then
         timeout 20 h2load -n 10 -c 1 -H ":authority: $BENCH_HOST" \
             "http://127.0.0.1:${PORT_H2[$peer]}/" >"$out.h2" 2>&1 || true
+        tally "$peer" h2load "$out.h2" 1 "check_peer h2load -n 10"
         if ! grep -q "10 succeeded" "$out.h2" || ! grep -q "10 2xx" "$out.h2"; then
             log "$peer: no h2c prior knowledge, its h2c runs are left out: $(grep -E 'requests:|status codes' "$out.h2" | tr '\n' ' ')"
             unset "PORT_H2[$peer]"
         fi
     fi
+    check_tls "$peer"
+}
+
+# HTTPS: one request from curl, which verifies the chain and the name against
+# the run's CA; then what a new connection negotiates and whether the next one
+# resumes its session (openssl s_client, no request), as wrk's new connections
+# would. A line of $TLS_SUMMARY per peer.
+check_tls() {
+    local peer=$1 port=${PORT_TLS[$1]:-}
+    [[ -z $port ]] && return 0
+    local out=$WORK/check.$peer.tls session=$WORK/check.$peer.session first second
+    timeout 20 curl -sS --cacert "$TLS_DIR/ca.crt" --resolve "$BENCH_HOST:$port:127.0.0.1" \
+        -o /dev/null -w '%{http_code} HTTP/%{http_version}' "https://$BENCH_HOST:$port/" >"$out" 2>&1 ||
+        die "$peer: an HTTPS request verified against the bench CA failed: $(cat "$out")"
+    if [[ $peer == dockhand ]]; then echo "1 0 check_tls curl" >>"$LEDGER"; fi
+    [[ $(cat "$out") == "200 "* ]] || die "$peer answers HTTPS with $(cat "$out")"
+    # s_client stops at the end of its input: the half second lets the
+    # session ticket, sent after the handshake, arrive.
+    first=$(sleep 0.5 | timeout 20 openssl s_client -connect "127.0.0.1:$port" \
+        -servername "$BENCH_HOST" -sess_out "$session" 2>&1) || true
+    second=$(sleep 0.5 | timeout 20 openssl s_client -connect "127.0.0.1:$port" \
+        -servername "$BENCH_HOST" -sess_in "$session" 2>&1) || true
+    local protocol cipher group resumed=no
+    protocol=$(sed -n 's/^New, \([^,]*\), Cipher is .*/\1/p' <<<"$first")
+    cipher=$(sed -n 's/^New, [^,]*, Cipher is //p' <<<"$first")
+    group=$(sed -n 's/^Server Temp Key: \([^,]*\),.*/\1/p' <<<"$first")
+    grep -q '^Reused,' <<<"$second" && resumed=yes
+    [[ -n $protocol ]] || die "$peer: openssl s_client got no TLS session: $(tail -3 <<<"$first")"
+    log "$peer: HTTPS $(cat "$out"), $protocol $cipher $group, session resumed: $resumed"
+    echo "$peer|$protocol|$cipher|$group|$resumed" >>"$TLS_SUMMARY"
 }
 
 # ---------------------------------------------------------------- runs
 
 RAW=""
+LEDGER=""
+TLS_SUMMARY=""
+
+# tally PEER TOOL OUTPUT IN_FLIGHT WHAT: when PEER is dockhand's main
+# instance, the requests OUTPUT says were completed go to its ledger, with the
+# most that can have been in flight when the generator stopped (dockhand counts
+# a request whose response it produced; the generator, one it read).
+tally() {
+    local peer=$1 tool=$2 output=$3 in_flight=$4 what=$5
+    [[ $peer == dockhand || $peer == dockhand_1host ]] || return 0
+    echo "$(python3 "$BENCH_DIR/results.py" completed --tool "$tool" --output "$output") $in_flight $what" >>"$LEDGER"
+}
 
 # load_command SHAPE PEER SECONDS OUT: sets LOAD (the bounded load generator
-# command for one run) and TOOL; LOAD stays empty when the peer lacks the protocol.
+# command for one run), TOOL and IN_FLIGHT (the most requests it has out at
+# once); LOAD stays empty when the peer lacks the protocol.
 load_command() {
     local shape=$1 peer=$2 seconds=$3 out=$4 port=${PORT_H1[$2]}
     local wrk=(wrk -t1 -d"${seconds}s" --latency -H "Host: $BENCH_HOST")
+    # wrk over TLS: the URL names the bench host for SNI, loopback.lua points it at 127.0.0.1.
+    local tls=(-s "$TLS_DIR/loopback.lua" "https://$BENCH_HOST:${PORT_TLS[$peer]:-}/")
     LOAD=(timeout -k 5 "$((seconds + 60))" taskset -c "$LOAD_CPU")
     TOOL=wrk
+    IN_FLIGHT=50
     case $shape in
     h1_c50 | scale) LOAD+=("${wrk[@]}" -c50 "http://127.0.0.1:$port/") ;;
-    h1_c500) LOAD+=("${wrk[@]}" -c500 "http://127.0.0.1:$port/") ;;
+    h1_c500) LOAD+=("${wrk[@]}" -c500 "http://127.0.0.1:$port/") && IN_FLIGHT=500 ;;
     h1_close) LOAD+=("${wrk[@]}" -c50 -H "Connection: close" "http://127.0.0.1:$port/") ;;
+    https_c50 | https_close)
+        [[ -z ${PORT_TLS[$peer]:-} ]] && LOAD=() && return 0
+        if [[ $shape == https_close ]]; then
+            # wrk opens a new connection (and TLS handshake) after each response.
+            LOAD+=("${wrk[@]}" -c50 -H "Connection: close" "${tls[@]}")
+        else
+            LOAD+=("${wrk[@]}" -c50 "${tls[@]}")
+        fi
+        ;;
     h2c)
         port=${PORT_H2[$peer]:-}
         [[ -z $port ]] && LOAD=() && return 0
         TOOL=h2load
+        IN_FLIGHT=100
         # h2load 1.52's --warm-up-time makes no request at all: warm-ups are runs of their own.
         LOAD+=(h2load -t1 -c10 -m10 -D "$seconds" --log-file="$out.log"
             -H ":authority: $BENCH_HOST" "http://127.0.0.1:$port/")
@@ -420,10 +579,12 @@ warm_up() {
     shift
     log "$shape: warming up"
     for peer in "$@"; do
-        load_command "$shape" "$peer" 1 "$WORK/runs/warm-up"
+        local out=$WORK/runs/warm-up.$shape.$peer
+        load_command "$shape" "$peer" 1 "$out"
         [[ ${#LOAD[@]} == 0 ]] && continue
-        "${LOAD[@]}" >/dev/null 2>&1 || true
-        rm -f "$WORK/runs/warm-up.log"
+        "${LOAD[@]}" >"$out" 2>&1 || true
+        tally "$peer" "$TOOL" "$out" "$IN_FLIGHT" "$shape warm-up"
+        rm -f "$out.log"
     done
     sleep 1
 }
@@ -438,6 +599,7 @@ run() {
     before=$(python3 "$BENCH_DIR/results.py" cpu-ticks "${PID[$peer]}")
     "${LOAD[@]}" >"$out" 2>&1 || log "$shape $peer: the load generator exited with $? (recorded as failed if unreadable)"
     after=$(python3 "$BENCH_DIR/results.py" cpu-ticks "${PID[$peer]}")
+    tally "$peer" "$TOOL" "$out" "$IN_FLIGHT" "$shape round $round"
     python3 "$BENCH_DIR/results.py" record --shape "$shape" --peer "$peer" --round "$round" \
         --tool "$TOOL" --output "$out" --log "$out.log" --cpu-ticks $((after - before)) >>"$RAW"
     rm -f "$out.log"
@@ -474,7 +636,39 @@ route_table_bench() {
         log "the route_table benchmark failed; its figure is left out"
 }
 
+# ---------------------------------------------------------------- metrics
+
+METRICS_CHECK=""
+
+# dockhand's own count of the bench host's requests (its admin /metrics)
+# against the ledger of what the load generators and checks sent it. Writes
+# $WORK/metrics-check.md; sets METRICS_CHECK to passed or failed.
+check_metrics() {
+    local out=$WORK/metrics
+    log "reading dockhand's /metrics"
+    if ! timeout 20 curl -sS "http://127.0.0.1:${PORT_ADMIN[dockhand]}/metrics" >"$out" 2>"$out.err"; then
+        METRICS_CHECK=failed
+        log "!!! dockhand's /metrics could not be read: $(cat "$out.err")"
+        return 0
+    fi
+    if python3 "$BENCH_DIR/results.py" metrics-check --metrics "$out" --ledger "$LEDGER" \
+        --host "$BENCH_HOST" >"$WORK/metrics-check.md"; then
+        METRICS_CHECK=passed
+        log "metrics check passed: $(grep -m1 'Check' "$WORK/metrics-check.md")"
+    else
+        METRICS_CHECK=failed
+        log "!!! METRICS CHECK FAILED: $(grep -m1 'Check' "$WORK/metrics-check.md")"
+    fi
+}
+
 # ---------------------------------------------------------------- report
+
+metrics_check_section() {
+    if [[ -f $WORK/metrics-check.md ]]; then
+        echo
+        cat "$WORK/metrics-check.md"
+    fi
+}
 
 versions() {
     local dockhand_rev
@@ -484,12 +678,52 @@ versions() {
     echo "HAProxy $(haproxy -v | head -1 | awk '{print $3}'),"
     echo "Caddy $(caddy version | awk '{print $1}'),"
     echo "wrk $(wrk -v 2>&1 | head -1 | awk '{print $2}'),"
-    echo "h2load $(h2load --version | awk '{print $NF}')"
+    echo "h2load $(h2load --version | awk '{print $NF}'),"
+    echo "rustls $(sed -n '/^name = "rustls"$/{n;s/version = "\(.*\)"/\1/p;}' "$REPO/Cargo.lock") (dockhand),"
+    echo "$(openssl version | awk '{print $1, $2}') (nginx, HAProxy, wrk)"
+}
+
+# The HTTPS set-up and what each peer negotiated (from check_tls).
+https_note() {
+    wanted https_c50 "$SHAPES" || wanted https_close "$SHAPES" || return 0
+    cat <<EOF
+- HTTPS: one ECDSA P-256 certificate, a leaf for \`$BENCH_HOST\` signed by a CA that
+  \`openssl\` made for this run, served by dockhand (\`--certs-dir\`), nginx
+  (\`ssl_certificate\`), HAProxy (\`crt\`) and Caddy (\`tls cert key\`, \`auto_https off\`);
+  TLS 1.2 and 1.3 on, ALPN h2 and http/1.1 offered; session tickets on (each one's
+  default). wrk speaks HTTP/1.1 over TLS and verifies nothing; before the load, curl
+  fetched a page from each verifying the chain against the run's CA. The proxies reach
+  the backend over plain HTTP; "direct" has no HTTPS rows. What a new connection
+  negotiates (\`openssl s_client\`), and whether a second one resumes its session:
+
+  | | protocol | cipher | key exchange | session resumed |
+  |---|---|---|---|---|
+EOF
+    local peer protocol cipher group resumed
+    while IFS='|' read -r peer protocol cipher group resumed; do
+        echo "  | $peer | $protocol | $cipher | $group | $resumed |"
+    done <"$TLS_SUMMARY"
+    cat <<EOF
+
+  With \`Connection: close\`, wrk opens a new TCP connection and TLS handshake for each
+  request, and offers the session of the connection before (OpenSSL keeps it across
+  \`SSL_clear\`): the "new TLS connection per request" rows are resumed TLS 1.3
+  handshakes (PSK with an X25519 exchange, no certificate signature), as browsers make
+  them on return visits, not full handshakes.
+EOF
 }
 
 short_run_note() {
     if ((ROUNDS < 3 || DURATION < 10)); then
         echo "- **A short run ($ROUNDS round(s) of $DURATION s): a check that the benchmark works, not figures to quote.**"
+    fi
+}
+
+# Other work on the machine takes CPU from the peers and the load generator alike.
+shared_machine_note() {
+    local start=${LOAD_AT_START%% *}
+    if python3 -c 'import sys; sys.exit(float(sys.argv[1]) < 0.5)' "$start"; then
+        echo "- **The machine was shared**: load average $LOAD_AT_START at the start, so other work ran on these $(nproc) cores during the run; ratios between peers measured in the same run hold better than the absolute figures."
     fi
 }
 
@@ -505,6 +739,7 @@ header() {
 - Versions: $(versions | tr '\n' ' ')
 EOF
     short_run_note
+    shared_machine_note
     cat <<EOF
 - Set-up: everything on 127.0.0.1. Each proxy has one worker (dockhand \`--workers 1\`,
   nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`, Caddy \`GOMAXPROCS=1\`) pinned to CPU 0.
@@ -513,31 +748,57 @@ EOF
   work and the client's compete, for every peer alike. Access logs are off everywhere.
   nginx keeps 1,024 idle upstream connections, HAProxy uses \`http-reuse always\`, Caddy
   keeps 1,024 idle upstream connections per host; keep-alive request limits are lifted.
-- Each shape runs every peer in turn (dockhand, nginx, HAProxy, Caddy, direct), $ROUNDS
+- Each shape runs every peer in turn ($PEERS), $ROUNDS
   round(s) of ${DURATION} s; figures are medians. CPU is the peer's whole process tree
   (utime+stime from /proc), per 100k requests; for "direct" it is the backend's.
   "direct" is the backend without a proxy: the limit of this set-up.
 EOF
+    https_note
 }
 
 footer() {
-    cat <<EOF
-
-Notes:
+    echo
+    echo "Notes:"
+    if wanted idle_memory "$SHAPES"; then
+        cat <<EOF
 - Memory: each proxy is restarted, warmed with 1 s of \`wrk -c50\`, then
   \`bench/idle_clients.py\` opens $IDLE_CONNECTIONS HTTP/1.1 connections, sends one request on
   each (at most 50 at a time, so the upstream pool stays small), keeps them idle and reads
   the resident memory of the proxy's process tree; the figure is (after − before) ÷
   connections. dockhand closes idle keep-alive client connections after 10 s, so the
   measurement is taken within that window ("measured after first response").
+EOF
+    fi
+    if wanted scale "$SHAPES"; then
+        cat <<EOF
 - Route table size: the 10,000 extra hosts are exact names (\`h{i}.scale.test\`) sharing the
   benchmark's upstream; requests go to the benchmark host. The two dockhand instances
   alternate, $ROUNDS round(s) of ${DURATION} s.
+EOF
+    fi
+    if wanted route_table "$SHAPES"; then
+        cat <<EOF
 - Applying one changed container: \`cargo bench --bench route_table\` (labels of 1,000
   containers → \`build_hosts\` → \`Router::publish\`, one address changed per iteration).
+EOF
+    fi
+    if [[ -f $WORK/metrics-check.md ]]; then
+        cat <<EOF
+- Metrics check: dockhand counts a request in \`dockhand_requests_total\` once its response
+  is produced, a load generator once it has read it; when a run's time is up, wrk and
+  h2load stop reading with requests still out (at most one per connection, or per stream
+  for h2load), so dockhand's count may exceed their sum by that much, never fall short.
+  The sum covers every run against dockhand's main instance: warm-ups, rounds, the
+  route-table runs with 1 host, the checks (wrk, h2load) and curl's HTTPS request. Every
+  answer must be a 200, as the backend's are. TLS handshakes completed against requests
+  made over a new TLS connection each shows that wrk did open one per request.
+EOF
+    fi
+    cat <<EOF
 - CPU 1 carries both the load generator and the backend, so a proxy on CPU 0 may not
   be saturated and requests/s also depends on how the proxy's timing suits CPU 1; CPU
-  seconds per 100k requests is the figure that depends on the proxy alone.
+  seconds per 100k requests is the figure that depends on the proxy alone. This holds
+  most for a new TLS connection per request: wrk's own handshakes take most of CPU 1.
 - Load average at the end: $(cut -d' ' -f1-3 /proc/loadavg). Figures from a busy machine are indicative only.
 EOF
 }
@@ -545,47 +806,85 @@ EOF
 # ---------------------------------------------------------------- main
 
 main() {
+    local word
+    for word in $SHAPES; do
+        wanted "$word" "$ALL_SHAPES" || die "unknown shape '$word' in SHAPES (known: $ALL_SHAPES)"
+    done
+    for word in $PEERS; do
+        wanted "$word" "dockhand nginx haproxy caddy direct" || die "unknown peer '$word' in PEERS"
+    done
     install_packages
     build
-    log "building the route_table benchmark"
-    (cd "$REPO" && cargo bench --locked --bench route_table --no-run >&2)
+    if wanted route_table "$SHAPES"; then
+        log "building the route_table benchmark"
+        (cd "$REPO" && cargo bench --locked --bench route_table --no-run >&2)
+    fi
 
     WORK=$(mktemp -d /tmp/dockhand-bench.XXXXXX)
     mkdir -p "$WORK/runs"
     RAW=$WORK/raw.jsonl
+    LEDGER=$WORK/dockhand.ledger
+    TLS_SUMMARY=$WORK/tls.summary
     : >"$RAW"
+    : >"$LEDGER"
+    : >"$TLS_SUMMARY"
     raise_file_limit
     LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+    make_certificates
 
-    route_table_bench
+    local criterion=()
+    if wanted route_table "$SHAPES"; then
+        route_table_bench
+        criterion=(--criterion "$REPO/target/criterion/route_table")
+    fi
 
-    local peers=(dockhand nginx haproxy caddy direct) peer shape round
-    check_ports "${PORT_H1[@]}" "${PORT_H2[@]}"
-    for peer in direct dockhand nginx haproxy caddy; do start_peer "$peer"; done
-    PID[dockhand_1host]=${PID[dockhand]}
+    # shellcheck disable=SC2206
+    local peers=($PEERS) peer shape round
+    check_ports "${PORT_H1[@]}" "${PORT_H2[@]}" "${PORT_TLS[@]}" "${PORT_ADMIN[@]}"
+    # The backend runs whether or not "direct" is a peer: the proxies need it.
+    start_peer direct
+    for peer in dockhand nginx haproxy caddy; do
+        if wanted "$peer" "$PEERS"; then start_peer "$peer"; fi
+    done
+    PID[dockhand_1host]=${PID[dockhand]:-}
     for peer in "${peers[@]}"; do check_peer "$peer"; done
 
-    for shape in h1_c50 h1_c500 h2c h1_close; do
+    for shape in h1_c50 h1_c500 h2c h1_close https_c50 https_close; do
+        wanted "$shape" "$SHAPES" || continue
         warm_up "$shape" "${peers[@]}"
         for round in $(seq "$ROUNDS"); do
             for peer in "${peers[@]}"; do run "$shape" "$peer" "$round"; done
         done
     done
 
-    start_peer dockhand_10k
-    check_peer dockhand_10k
-    warm_up scale dockhand_1host dockhand_10k
-    for round in $(seq "$ROUNDS"); do
-        for peer in dockhand_1host dockhand_10k; do run scale "$peer" "$round"; done
-    done
-    stop_peer dockhand_10k
+    if wanted scale "$SHAPES" && wanted dockhand "$PEERS"; then
+        start_peer dockhand_10k
+        check_peer dockhand_10k
+        warm_up scale dockhand_1host dockhand_10k
+        for round in $(seq "$ROUNDS"); do
+            for peer in dockhand_1host dockhand_10k; do run scale "$peer" "$round"; done
+        done
+        stop_peer dockhand_10k
+    fi
 
-    for peer in dockhand nginx haproxy caddy; do idle_memory "$peer"; done
+    # Before idle_memory, which restarts dockhand (and so its counters).
+    if wanted dockhand "$PEERS"; then check_metrics; else METRICS_CHECK=passed; fi
+
+    if wanted idle_memory "$SHAPES"; then
+        for peer in dockhand nginx haproxy caddy; do
+            if wanted "$peer" "$PEERS"; then idle_memory "$peer"; fi
+        done
+    fi
 
     local tables
-    tables=$(python3 "$BENCH_DIR/results.py" table "$RAW" --criterion "$REPO/target/criterion/route_table")
-    { header; echo; echo "$tables"; footer; } | tee "$BENCH_DIR/RESULTS.md"
-    log "written to $BENCH_DIR/RESULTS.md"
+    tables=$(python3 "$BENCH_DIR/results.py" table "$RAW" "${criterion[@]}")
+    { header; echo; echo "$tables"; metrics_check_section; footer; } | tee "$RESULTS_FILE"
+    log "written to $RESULTS_FILE"
+    if [[ $METRICS_CHECK != passed ]]; then
+        log "!!! METRICS CHECK FAILED: dockhand's dockhand_requests_total does not match the load generators' totals"
+        log "!!! $(grep -m1 'Check' "$WORK/metrics-check.md" 2>/dev/null || echo 'no /metrics read')"
+        exit 1
+    fi
 }
 
 main "$@"

@@ -265,29 +265,6 @@ fn awaited_providers(settings: &Settings) -> Vec<ProviderId> {
     file.into_iter().chain(docker).collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn readiness_never_waits_for_certificates() {
-        let mut settings = Settings::default();
-        settings.routes_file = Some("routes.json".into());
-        settings.tls.certs_dir = Some("certs".into());
-        settings.tls.acme = Some(settings::AcmeSettings {
-            email: "admin@example.com".into(),
-            directory: "https://acme.example.com/directory".into(),
-            ca: None,
-            storage: "acme".into(),
-            challenge: settings::AcmeChallenge::Http01,
-        });
-        let awaited = awaited_providers(&settings);
-        assert!(awaited.contains(&ProviderId::File), "{awaited:?}");
-        assert!(!awaited.contains(&ProviderId::Certificates), "{awaited:?}");
-        assert!(!awaited.contains(&ProviderId::Acme), "{awaited:?}");
-    }
-}
-
 /// The DNS server upstream names, and DNS servers written as names, are
 /// resolved with: `--dns-resolver`, else the system's. Without a usable
 /// system configuration, names stay unresolved (their locations answer 503)
@@ -302,5 +279,30 @@ fn name_server(settings: &Settings) -> Arc<dyn Dns> {
                 Arc::new(Unconfigured(error.to_string()))
             }
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_never_waits_for_certificates() {
+        let mut settings = Settings {
+            routes_file: Some("routes.json".into()),
+            ..Settings::default()
+        };
+        settings.tls.certs_dir = Some("certs".into());
+        settings.tls.acme = Some(settings::AcmeSettings {
+            email: "admin@example.com".into(),
+            directory: "https://acme.example.com/directory".into(),
+            ca: None,
+            storage: "acme".into(),
+            challenge: settings::AcmeChallenge::Http01,
+        });
+        let awaited = awaited_providers(&settings);
+        assert!(awaited.contains(&ProviderId::File), "{awaited:?}");
+        assert!(!awaited.contains(&ProviderId::Certificates), "{awaited:?}");
+        assert!(!awaited.contains(&ProviderId::Acme), "{awaited:?}");
     }
 }

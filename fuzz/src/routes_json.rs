@@ -30,6 +30,10 @@ fn host_json(host: &HostConfig) -> Value {
     let mut object = Map::new();
     object.insert("location".into(), Value::Object(locations));
     insert_health_check(&mut object, &host.health_check);
+    object.insert("https_redirect".into(), host.https_redirect.into());
+    if let Some(hsts) = host.hsts {
+        object.insert("hsts".into(), hsts.to_string().into());
+    }
     Value::Object(object)
 }
 

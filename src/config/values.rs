@@ -581,6 +581,17 @@ mod tests {
             let refused = hsts(text).unwrap_err();
             assert!(refused.contains(reason), "{text:?}: {refused}");
         }
+        // As shown (the admin API, the fuzz target's rewritten file), read back the same.
+        for include_subdomains in [false, true] {
+            for preload in [false, true] {
+                let shown = Hsts {
+                    max_age: 86_400,
+                    include_subdomains,
+                    preload,
+                };
+                assert_eq!(hsts(&shown.to_string()), Ok(shown));
+            }
+        }
     }
 
     #[test]

@@ -109,6 +109,8 @@ async fn a_replaced_pair_serves_new_handshakes_while_an_open_connection_goes_on(
 async fn a_mismatched_pair_is_a_diagnostic_naming_its_file_while_the_last_good_certificate_is_served(
 ) {
     let site = Site::start().await;
+    // Served: the directory was read before the key is replaced.
+    assert_eq!(site.leaf_served().await, site.first.chain[0].to_vec());
     let certs = site.proxy.certs_dir();
     let chain = certs.join("0.crt");
     let other = site.ca.leaf(SITE);

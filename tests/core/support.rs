@@ -583,12 +583,17 @@ impl Proxy {
             },
         ));
         // A bad routes file ends `run` at once; a good one keeps it serving.
+        // The admin listener answers only once `run` has read what it reads
+        // before serving (the routes file, the certificates directory), so
+        // a test that changes those files next changes them after.
         tokio::select! {
             result = &mut task => {
                 result.unwrap()?;
                 panic!("run returned before shutdown");
             }
-            () = tokio::time::sleep(Duration::from_millis(20)) => {}
+            reply = get(admin, "localhost", "/healthz") => {
+                assert_eq!(reply.status, StatusCode::OK, "/healthz: {}", reply.text());
+            }
         }
         Ok(Proxy {
             addr,
