@@ -34,6 +34,8 @@ use dockhand::tls::TlsState;
 use dockhand::upstream::EndpointRegistry;
 use dockhand::{Error, Listeners};
 
+// `super::`, not `crate::`: the Docker suite compiles this file and
+// tls_support.rs too, under a module of its own (integration/main.rs).
 use super::tls_support::ServerIdentity;
 
 pub type TestBody = UnsyncBoxBody<Bytes, Box<dyn std::error::Error + Send + Sync>>;

@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 use tokio_rustls::client::TlsStream as ClientTlsStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
+// `super::`: the Docker suite compiles this file too (see support.rs).
 use super::support::{empty, read_reply, Reply, TestBody};
 
 /// A certificate authority that exists for one test.
