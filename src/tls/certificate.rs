@@ -90,13 +90,6 @@ impl Certificate {
             None => name == host,
         })
     }
-
-    /// The whole validity period.
-    pub fn lifetime(&self) -> Duration {
-        self.not_after
-            .duration_since(self.not_before)
-            .unwrap_or_default()
-    }
 }
 
 fn read_leaf(

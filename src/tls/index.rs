@@ -51,10 +51,6 @@ impl SniIndex {
         }
         self.wildcard.get(parent)
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.exact.is_empty() && self.wildcard.is_empty()
-    }
 }
 
 #[cfg(test)]

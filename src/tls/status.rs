@@ -39,11 +39,6 @@ impl AcmeStatus {
         states.remove(&name.to_ascii_lowercase());
     }
 
-    pub fn get(&self, name: &str) -> Option<OrderState> {
-        let states = self.0.read().unwrap_or_else(|e| e.into_inner());
-        states.get(&name.to_ascii_lowercase()).cloned()
-    }
-
     /// Every name's state, by name.
     pub fn all(&self) -> BTreeMap<String, OrderState> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).clone()

@@ -71,10 +71,6 @@ impl CertificateStore {
         self.index.load().lookup(host).is_some()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.index.load().is_empty()
-    }
-
     /// Every certificate held, with its source, in order of preference.
     pub fn all(&self) -> Vec<(CertificateSource, Arc<Certificate>)> {
         let sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
