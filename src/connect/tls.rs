@@ -25,8 +25,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-const ALPN_H2: &[u8] = b"h2";
-const ALPN_HTTP1: &[u8] = b"http/1.1";
+/// The ALPN names of HTTP/2 and HTTP/1.1, as both sides of dockhand offer them.
+pub const ALPN_H2: &[u8] = b"h2";
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// The system's trusted roots, loaded on first use and then shared. Files
 /// that can't be read or parsed are logged and skipped: with none left, every

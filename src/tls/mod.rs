@@ -28,7 +28,7 @@ pub use certificate::{Certificate, CertificateError};
 pub use challenges::{AcmeChallenges, ACME_TLS_ALPN_PROTOCOL, HTTP01_PATH_PREFIX};
 pub use index::SniIndex;
 pub use resolver::{refused_by_resolver, SniResolver};
-pub use server_config::{server_config, ALPN_H2, ALPN_HTTP1};
+pub use server_config::server_config;
 pub use status::{AcmeStatus, OrderState};
 pub use store::{CertificateSource, CertificateStore};
 

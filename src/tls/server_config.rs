@@ -11,9 +11,7 @@ use rustls::ServerConfig;
 
 use super::challenges::ACME_TLS_ALPN_PROTOCOL;
 use super::resolver::SniResolver;
-
-pub const ALPN_H2: &[u8] = b"h2";
-pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+use crate::connect::tls::{ALPN_H2, ALPN_HTTP1};
 
 /// Sessions remembered for resumption by ID (TLS 1.2 clients without
 /// tickets); tickets need no memory here.
