@@ -31,12 +31,16 @@ COPY . .
 RUN target="$(rustc -vV | sed -n 's/^host: //p')" \
  && RUSTFLAGS='-C target-feature=+crt-static' \
     cargo build --locked --release --target "$target" -p dockhand \
- && mkdir -p /out \
+ && mkdir -p /out/acme \
  && cp "target/$target/release/dockhand" /out/dockhand
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
 COPY --from=build /out/dockhand /dockhand
+# The default --acme-storage, owned by the user dockhand runs as: a fresh named
+# volume mounted there takes this owner, so ACME can write its account and
+# certificates with no chown step.
+COPY --from=build --chown=65534:65534 /out/acme /var/lib/dockhand/acme
 
 # Where the source came from: `docker build --build-arg SOURCE=<repository URL> .`
 ARG SOURCE=""

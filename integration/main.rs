@@ -10,14 +10,18 @@
 mod browser;
 mod support;
 
-/// The core suite's test CA and TLS client, compiled here too rather than copied.
+/// The core suite's Pebble harness and what it stands on (its DNS server,
+/// test CA and TLS client), compiled here too rather than copied.
 #[path = "../tests/core"]
 #[allow(dead_code, unused_imports)]
 mod core_harness {
+    pub mod dns_server;
+    pub mod pebble;
     pub mod support;
     pub mod tls_support;
 }
 
+mod acme;
 mod backend;
 mod dashboard;
 mod deploys;

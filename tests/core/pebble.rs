@@ -9,7 +9,9 @@
 //! (`PEBBLE_VA_NOSLEEP`), valid nonces are not rejected unless asked, and
 //! authorizations are never reused, so every order is validated. `root()`
 //! is the root that signs what it issues, for a client to trust. The
-//! process is killed when the value is dropped.
+//! process is killed when the value is dropped. Its directory listens on
+//! loopback unless `PebbleConfig::listen` says otherwise (the Docker
+//! suite's dockhand reaches it from a container).
 //!
 //! ```ignore
 //! let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -21,7 +23,7 @@
 //! let roots = pebble.root().await;
 //! ```
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -32,9 +34,11 @@ use rustls::pki_types::CertificateDer;
 use rustls::RootCertStore;
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::dns_server::DnsServer;
-use crate::support::{eventually, free_port};
-use crate::tls_support::{client_config, https_connection, TestCa};
+// `super::`, not `crate::`: the Docker suite compiles this module too, with
+// its siblings from this folder under a module of its own.
+use super::dns_server::DnsServer;
+use super::support::{eventually, free_port};
+use super::tls_support::{client_config, https_connection, TestCa};
 
 /// How Pebble is run.
 pub struct PebbleConfig {
@@ -49,6 +53,10 @@ pub struct PebbleConfig {
     /// Rejects every nonce (`PEBBLE_WFE_NONCEREJECT=100`): every request
     /// that needs one, the account's creation first, is refused.
     pub reject_nonces: bool,
+    /// The address its ACME directory listens on, named by its HTTPS
+    /// certificate: loopback, or the Docker network's gateway for a
+    /// dockhand in a container.
+    pub listen: IpAddr,
 }
 
 impl PebbleConfig {
@@ -60,6 +68,7 @@ impl PebbleConfig {
             dns: dns.address(),
             validity: None,
             reject_nonces: false,
+            listen: IpAddr::V4(Ipv4Addr::LOCALHOST),
         }
     }
 }
@@ -81,12 +90,14 @@ impl Pebble {
     pub async fn start(config: PebbleConfig) -> Pebble {
         let dir = tempfile::tempdir().unwrap();
         let ca = TestCa::new("Pebble's HTTPS test CA");
-        let identity = ca.leaf("127.0.0.1");
+        // The management interface stays on loopback; the directory may not.
+        let listen_name = config.listen.to_string();
+        let identity = ca.leaf_for(&["127.0.0.1", listen_name.as_str()]);
         let path = |name: &str| dir.path().join(name);
         std::fs::write(path("cert.pem"), &identity.chain_pem).unwrap();
         std::fs::write(path("key.pem"), &identity.key_pem).unwrap();
         std::fs::write(path("ca.pem"), ca.pem()).unwrap();
-        let listen = free_port();
+        let listen = SocketAddr::new(config.listen, free_port().port());
         let management = free_port();
         let mut settings = serde_json::json!({
             "listenAddress": listen.to_string(),
