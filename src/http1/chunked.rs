@@ -36,6 +36,8 @@ pub enum ChunkedError {
     ExtensionsTooLong,
     #[error("a line of the chunked framing ends in a bare LF")]
     BareLf,
+    #[error("a trailer field line ends in a bare LF")]
+    TrailerBareLf,
     #[error("a CR in the chunked framing is not followed by LF")]
     MissingLf,
     #[error("a chunk's data is not followed by CRLF")]
@@ -200,7 +202,7 @@ impl ChunkedDecoder {
             (State::DataCr, _) | (State::DataLf, _) => return Err(ChunkedError::MissingDataCrlf),
             (State::TrailerStart, b'\r') => State::EndLf,
             (State::TrailerStart, b'\n') | (State::TrailerLine, b'\n') => {
-                return Err(ChunkedError::BareLf)
+                return Err(ChunkedError::TrailerBareLf)
             }
             (State::TrailerStart, _) | (State::TrailerLine, _) => {
                 self.trailer_byte(byte)?;
@@ -431,8 +433,9 @@ mod tests {
             (b"1\rx", ChunkedError::MissingLf),
             (b"1\r\nab", ChunkedError::MissingDataCrlf),
             (b"1\r\na\n", ChunkedError::MissingDataCrlf),
-            (b"0\r\n\n", ChunkedError::BareLf),
-            (b"0\r\na: b\n", ChunkedError::BareLf),
+            (b"1\r\na\rx", ChunkedError::MissingDataCrlf),
+            (b"0\r\n\n", ChunkedError::TrailerBareLf),
+            (b"0\r\na: b\n", ChunkedError::TrailerBareLf),
             (b"0\r\na: b\r\r", ChunkedError::MissingLf),
             (b"0\r\n\rx", ChunkedError::MissingLf),
         ] {

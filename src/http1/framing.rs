@@ -71,14 +71,22 @@ pub struct RequestFacts {
 
 pub fn request_framing(head: &RequestHead<'_>) -> Result<RequestFraming, FramingError> {
     let codings = transfer_codings(&head.fields)?;
-    let length = content_length(&head.fields)?;
-    match (codings, length) {
-        (Codings::Absent, None) => Ok(RequestFraming::None),
-        (Codings::Absent, Some(length)) => Ok(RequestFraming::Length(length)),
-        _ if head.version == 0 => Err(FramingError::TransferEncodingInHttp10),
-        (_, Some(_)) => Err(FramingError::LengthWithTransferEncoding),
-        (Codings::Chunked, None) => Ok(RequestFraming::Chunked),
-        (Codings::NotChunked, None) => Err(FramingError::NotChunked),
+    if codings == Codings::Absent {
+        return Ok(match content_length(&head.fields)? {
+            Some(length) => RequestFraming::Length(length),
+            None => RequestFraming::None,
+        });
+    }
+    if head.version == 0 {
+        return Err(FramingError::TransferEncodingInHttp10);
+    }
+    // Whatever the length says, even when it is malformed.
+    if head.fields.values("content-length").next().is_some() {
+        return Err(FramingError::LengthWithTransferEncoding);
+    }
+    match codings {
+        Codings::Chunked => Ok(RequestFraming::Chunked),
+        _ => Err(FramingError::NotChunked),
     }
 }
 
@@ -342,10 +350,10 @@ mod tests {
                 "{head}"
             );
         }
-        // A length that is itself malformed is refused as such.
+        // Also when the length is itself malformed.
         assert_eq!(
             framing("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: x"),
-            Err(FramingError::InvalidLength)
+            Err(FramingError::LengthWithTransferEncoding)
         );
     }
 
