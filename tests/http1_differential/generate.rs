@@ -114,10 +114,10 @@ fn chunked_body(rng: &mut SmallRng, data: &[u8]) -> Vec<u8> {
     body
 }
 
+const EXTENSIONS: [&str; 8] = ["", "", "", ";a", ";a=b", "; a = \"b c\"", " ;x", "\t;y=1;z"];
+
 fn extension(rng: &mut SmallRng) -> &'static str {
-    *["", "", "", ";a", ";a=b", "; a = \"b c\"", " ;x", "\t;y=1;z"]
-        .choose(rng)
-        .unwrap_or(&"")
+    EXTENSIONS.choose(rng).copied().unwrap_or_default()
 }
 
 fn request(rng: &mut SmallRng) -> Request {

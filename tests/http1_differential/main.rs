@@ -147,3 +147,85 @@ fn save_input(dir: &Path, input: &[u8]) {
     std::fs::create_dir_all(dir).expect("the save directory");
     std::fs::write(dir.join(format!("{:016x}", hasher.finish())), input).expect("a saved input");
 }
+
+/// Counts the allocations of the thread it runs on, so a test can show
+/// that the wire layer's common path makes none.
+mod counting {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub struct Counting;
+
+    thread_local! {
+        static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    }
+
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            ALLOCATIONS.with(|count| count.set(count.get() + 1));
+            unsafe { System.alloc(layout) }
+        }
+
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) }
+        }
+    }
+
+    /// The allocations `work` made on this thread.
+    pub fn allocations(work: impl FnOnce()) -> usize {
+        let before = ALLOCATIONS.with(Cell::get);
+        work();
+        ALLOCATIONS.with(Cell::get) - before
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: counting::Counting = counting::Counting;
+
+/// Issue 14 item 1: no per-request allocation on the common path. A head
+/// parsed, framed and written back, and a chunked body without trailers
+/// decoded, allocate nothing.
+#[test]
+fn the_common_path_allocates_nothing() {
+    use dockhand::http1::{
+        head_writer::pieces_for, parse_request_head, request_facts, request_framing,
+        ChunkedDecoder, Decimal, HeadWriter, RequestFraming,
+    };
+    let input = b"POST /upload?x=1 HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\n\
+                  User-Agent: test\r\nConnection: keep-alive\r\n\r\n5;x=y\r\nhello\r\n0\r\n\r\n";
+    let mut written = Vec::with_capacity(1024);
+    let mut body = [0u8; 16];
+    let allocations = counting::allocations(|| {
+        let head = parse_request_head(input).unwrap().unwrap();
+        assert_eq!(request_framing(&head), Ok(RequestFraming::Chunked));
+        assert!(request_facts(&head).persistent);
+        let length = Decimal::new(5);
+        let mut writer = HeadWriter::<{ pieces_for(8) }>::new();
+        writer
+            .request_line(head.method, head.target, head.version)
+            .unwrap();
+        for field in head.fields.iter() {
+            writer.field(field.name, field.value).unwrap();
+        }
+        writer.field(b"content-length", length.as_bytes()).unwrap();
+        for piece in writer.finish().unwrap().iter() {
+            written.extend_from_slice(piece);
+        }
+        let mut decoder = ChunkedDecoder::new();
+        let mut rest = &input[head.head_len..];
+        let mut filled = 0;
+        while !decoder.is_done() {
+            let progress = decoder.decode(rest).unwrap();
+            let data = &rest[progress.data];
+            body[filled..filled + data.len()].copy_from_slice(data);
+            filled += data.len();
+            rest = &rest[progress.consumed..];
+        }
+        assert_eq!(&body[..filled], b"hello");
+    });
+    assert_eq!(allocations, 0);
+    assert!(written.starts_with(b"POST /upload?x=1 HTTP/1.1\r\nHost: a.example\r\n"));
+    // The counter counts: a Vec of its own is one allocation.
+    let one = counting::allocations(|| drop(std::hint::black_box(Vec::<u8>::with_capacity(8))));
+    assert_eq!(one, 1);
+}
