@@ -131,7 +131,7 @@ pub fn request_facts(head: &RequestHead<'_>) -> RequestFacts {
                 .values("expect")
                 .any(|value| value.eq_ignore_ascii_case(b"100-continue")),
         upgrade: head.method == b"CONNECT"
-            || (http11 && head.fields.values("upgrade").any(|_| true)),
+            || (http11 && head.fields.values("upgrade").next().is_some()),
     }
 }
 
@@ -186,7 +186,8 @@ fn transfer_codings(fields: &Fields<'_>) -> Result<Codings, FramingError> {
     Ok(codings)
 }
 
-/// A coding's name, parameters aside, is `chunked` (which takes none).
+/// The item is `chunked` itself: it takes no parameters (RFC 9112 §7.1),
+/// so `chunked;x=1` is some other coding.
 fn is_chunked(item: &[u8]) -> bool {
     item.eq_ignore_ascii_case(b"chunked")
 }
