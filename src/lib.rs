@@ -43,6 +43,7 @@ pub mod admin;
 pub mod config;
 pub mod connect;
 mod error;
+pub mod http1;
 pub mod labels;
 pub mod limits;
 pub mod metrics;

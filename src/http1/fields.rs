@@ -1,0 +1,109 @@
+//! Header fields as slices of the bytes they were read from, held in a fixed
+//! array so that a parsed head costs no allocation, and the list syntax
+//! (RFC 9110 §5.6.1) that `Connection` and `Transfer-Encoding` use.
+
+use std::fmt;
+
+use super::MAX_HEADERS;
+
+/// One field line: its name and its value (without surrounding whitespace),
+/// both slices of the buffer the head was parsed from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Field<'a> {
+    pub name: &'a [u8],
+    pub value: &'a [u8],
+}
+
+impl fmt::Debug for Field<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            self.name.escape_ascii(),
+            self.value.escape_ascii()
+        )
+    }
+}
+
+/// The field lines of one head, in the order they came.
+pub struct Fields<'a> {
+    parsed: [httparse::Header<'a>; MAX_HEADERS],
+    len: usize,
+}
+
+impl<'a> Fields<'a> {
+    /// The first `len` of `parsed`, as `httparse` filled them in.
+    pub(super) fn new(parsed: [httparse::Header<'a>; MAX_HEADERS], len: usize) -> Self {
+        Fields {
+            parsed,
+            len: len.min(MAX_HEADERS),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Field<'a>> + '_ {
+        self.parsed[..self.len].iter().map(|header| Field {
+            name: header.name.as_bytes(),
+            value: header.value,
+        })
+    }
+
+    /// The values of every field named `name` (ASCII case-insensitive).
+    pub fn values<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'a [u8]> + 's {
+        self.iter()
+            .filter(move |field| field.name.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|field| field.value)
+    }
+
+    /// Whether any field named `name` lists `token` (RFC 9110 §5.6.1).
+    pub fn lists(&self, name: &str, token: &str) -> bool {
+        self.values(name)
+            .any(|value| list_items(value).any(|item| item.eq_ignore_ascii_case(token.as_bytes())))
+    }
+}
+
+impl fmt::Debug for Fields<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// The items of a comma-separated list (RFC 9110 §5.6.1), each without the
+/// optional whitespace around it, empty items included. A value that is not
+/// visible ASCII (obs-text) has no items: no token carries such bytes.
+pub fn list_items(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let items = is_visible_ascii(value).then(|| value.split(|&byte| byte == b','));
+    items.into_iter().flatten().map(|item| item.trim_ascii())
+}
+
+/// Visible ASCII, spaces and tabs only (what a list of tokens can hold).
+pub fn is_visible_ascii(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&byte| byte == b'\t' || (b' '..=b'~').contains(&byte))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // RFC 9110 §5.6.1: a list's items are separated by commas with optional
+    // whitespace; empty items may appear.
+    #[test]
+    fn list_items_are_trimmed_and_empty_ones_kept() {
+        let items: Vec<&[u8]> = list_items(b" gzip ,, chunked\t").collect();
+        assert_eq!(items, [&b"gzip"[..], b"", b"chunked"]);
+    }
+
+    #[test]
+    fn a_value_with_obs_text_lists_nothing() {
+        assert_eq!(list_items(b"close, \xff").count(), 0);
+    }
+}
