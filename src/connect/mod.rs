@@ -8,6 +8,7 @@
 mod connection;
 mod dial;
 mod error;
+pub mod idle_pool;
 mod pool;
 mod srv;
 pub mod tls;
