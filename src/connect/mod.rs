@@ -8,11 +8,15 @@
 mod connection;
 mod dial;
 mod error;
+mod http1_exchange;
 pub mod idle_pool;
 mod pool;
 mod srv;
 pub mod tls;
+mod upstream_body;
 
 pub use dial::{connect_tcp, Connector};
 pub use error::ConnectError;
-pub use pool::{authority_is_address, UpstreamClient, UpstreamResponse};
+pub use http1_exchange::{ExchangeError, Http1BodyError};
+pub use pool::{authority_is_address, Http1Engine, UpstreamClient};
+pub use upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};

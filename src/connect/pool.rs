@@ -1,21 +1,25 @@
 //! The pooled upstream client: keep-alive connections per endpoint (address
 //! and transport: HTTP/1.1, h2c, or TLS with its server name and
 //! verification), reused across requests and across route-table changes.
-//! HTTP/1.1 in cleartext shares one pool for every address; the others have
-//! a pool per destination. Opening connections is `dial`'s.
+//! HTTP/1.1 in cleartext to an address goes through dockhand's own exchange
+//! (`http1_exchange`, with a pool per worker thread) unless `--http1-engine
+//! hyper` keeps it on hyper's client, where it shares one pool for every
+//! address; the others have a pool per destination. Opening connections is
+//! `dial`'s.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::{Client, ResponseFuture};
+use http::{header, Request};
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
+use super::http1_exchange::exchange;
 use super::srv::SrvResolvers;
+use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
 use crate::config::SrvResolution;
 use crate::metrics::Metrics;
 use crate::resolve::{Dns, SrvAnswer};
@@ -57,8 +61,21 @@ pub fn authority_is_address(endpoint: &Endpoint) -> bool {
 
 type PooledClient<B> = Client<Connector, B>;
 
+/// What carries HTTP/1.1 in cleartext to upstream addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Http1Engine {
+    /// dockhand's own exchange, on the request's task (the default).
+    #[default]
+    Own,
+    /// hyper's pooled client, as before the own path (for comparison).
+    Hyper,
+}
+
 /// The shared HTTP/1.1 pool, and one pool per destination for the others.
 pub struct UpstreamClient<B> {
+    engine: Http1Engine,
+    /// The own exchange's dialer (hyper's has its own copy).
+    http1_connector: Connector,
     http1: PooledClient<B>,
     /// Pools for the other transports, made when first used.
     others: RwLock<HashMap<PoolKey, PooledClient<B>>>,
@@ -71,6 +88,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     pub fn new(
+        engine: Http1Engine,
         connect_timeout: Duration,
         registry: Arc<EndpointRegistry>,
         dns: Arc<dyn Dns>,
@@ -91,21 +109,42 @@ where
             destination: None,
         };
         UpstreamClient {
+            engine,
+            http1_connector: Connector {
+                key: Arc::new(shared.clone()),
+                dialing: dialing.clone(),
+            },
             http1: pooled_client(shared, dialing.clone()),
             others: RwLock::default(),
             dialing,
         }
     }
 
-    pub fn send(&self, endpoint: &Endpoint, request: Request<B>) -> ResponseFuture {
-        if authority_is_address(endpoint) {
-            return self.http1.request(request);
+    pub async fn send(
+        &self,
+        endpoint: &Endpoint,
+        request: Request<B>,
+    ) -> Result<UpstreamResponse, SendError> {
+        if !authority_is_address(endpoint) {
+            let key = PoolKey {
+                transport: endpoint.transport.clone(),
+                destination: Some(endpoint.destination.clone()),
+            };
+            let response = self.pool_for(key).request(request).await?;
+            return Ok(response.map(UpstreamIncoming::Hyper));
         }
-        let key = PoolKey {
-            transport: endpoint.transport.clone(),
-            destination: Some(endpoint.destination.clone()),
-        };
-        self.pool_for(key).request(request)
+        if let (Http1Engine::Own, Destination::Address(address)) =
+            (self.engine, &endpoint.destination)
+        {
+            // A protocol switch hands the connection over to a tunnel:
+            // hyper's client does that.
+            if !request.headers().contains_key(header::UPGRADE) {
+                let response = exchange(&self.http1_connector, *address, request).await?;
+                return Ok(response.map(UpstreamIncoming::Http1));
+            }
+        }
+        let response = self.http1.request(request).await?;
+        Ok(response.map(UpstreamIncoming::Hyper))
     }
 
     /// The SRV answer cached for `owner` under `resolution` (the admin API
@@ -146,5 +185,3 @@ where
         .http2_only(http2_only)
         .build(connector)
 }
-
-pub type UpstreamResponse = Response<Incoming>;
