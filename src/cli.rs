@@ -196,7 +196,12 @@ pub struct Flags {
 
     /// What carries HTTP/1.1 to upstream addresses: dockhand's own path,
     /// or hyper's client as before it (kept for one release, to compare).
-    #[arg(long, env = "DOCKHAND_HTTP1_ENGINE", default_value = "own", hide = true)]
+    #[arg(
+        long,
+        env = "DOCKHAND_HTTP1_ENGINE",
+        default_value = "own",
+        hide = true
+    )]
     pub http1_engine: Http1EngineFlag,
 
     #[command(subcommand)]

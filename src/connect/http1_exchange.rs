@@ -3,7 +3,7 @@
 //! new one), the request head written from its pieces with one `writev`,
 //! the body streamed (while the answer is watched for: an upstream may
 //! answer before it has read everything), the response head parsed by
-//! `http1`, and the response body read by `Http1Body`, which puts the
+//! `http1`, and the response body read by `http1_body`, which puts the
 //! connection back in the pool once the body has ended. No task, channel or
 //! lock sits between a request and its upstream connection.
 //!
@@ -21,19 +21,19 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Version};
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use http_body_util::BodyExt;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::connection::UpstreamConnection;
 use super::dial::Connector;
 use super::error::ConnectError;
+use super::http1_body::Http1Body;
 use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::{
-    parse_response_head, response_framing, response_persistent, ChunkedDecoder,
-    ResponseFraming, MAX_HEADERS,
+    parse_response_head, response_framing, response_persistent, ResponseFraming, MAX_HEADERS,
 };
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
@@ -44,54 +44,64 @@ const IDLE_LIMITS: IdleLimits = IdleLimits {
     most_per_key: 256,
 };
 
-/// How often a thread's pool is swept of expired and closed connections,
-/// at the latest at its next use.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+/// How often a thread's idle connections are looked at while it keeps
+/// some: those whose upstream closed them, or whose address left the
+/// routes (`UpstreamConnection` reads as closed then), or that were idle
+/// too long, are closed within this.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Header fields of a request head sent upstream, the client's (the hyper
 /// server takes at most 100) and dockhand's own.
 const MOST_FIELDS: usize = MAX_HEADERS + 32;
 
-/// The fields of a usual request head, whose pieces are kept on the stack.
-const COMMON_FIELDS: usize = 48;
+/// The fields of a usual request head: its pieces take 2 KiB of stack.
+const USUAL_FIELDS: usize = 32;
 
 thread_local! {
     static IDLE: RefCell<ThreadPool> = RefCell::new(ThreadPool {
         idle: IdlePool::new(IDLE_LIMITS),
-        swept: Instant::now(),
+        sweeping: false,
     });
 }
 
+/// A worker thread's idle connections, and whether its sweeper runs.
 struct ThreadPool {
     idle: IdlePool<SocketAddr, UpstreamConnection>,
-    swept: Instant,
-}
-
-impl ThreadPool {
-    fn sweep_if_due(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.swept) >= SWEEP_INTERVAL {
-            self.idle.sweep(now);
-            self.swept = now;
-        }
-    }
+    sweeping: bool,
 }
 
 fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
-    let now = Instant::now();
-    IDLE.with(|pool| {
-        let mut pool = pool.borrow_mut();
-        pool.sweep_if_due(now);
-        pool.idle.check_out(&address, now)
-    })
+    IDLE.with(|pool| pool.borrow_mut().idle.check_out(&address, Instant::now()))
 }
 
-fn check_in(address: SocketAddr, connection: UpstreamConnection) {
-    let now = Instant::now();
-    IDLE.with(|pool| {
+/// Keeps `connection`, and starts the thread's sweeper if it is not running.
+/// The sweeper is a task of the worker's own runtime (a current-thread
+/// one, so it runs on this thread and sweeps this thread's pool); it ends
+/// when nothing is kept, so an idle worker has none.
+pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
+    let start_sweeper = IDLE.with(|pool| {
         let mut pool = pool.borrow_mut();
-        pool.sweep_if_due(now);
-        pool.idle.check_in(address, connection, now);
+        pool.idle.check_in(address, connection, Instant::now());
+        !std::mem::replace(&mut pool.sweeping, true)
     });
+    if start_sweeper {
+        tokio::spawn(sweep_while_kept());
+    }
+}
+
+async fn sweep_while_kept() {
+    loop {
+        tokio::time::sleep(SWEEP_INTERVAL).await;
+        let done = IDLE.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let done = pool.idle.sweep(Instant::now()) == 0;
+            pool.sweeping = !done;
+            done
+        });
+        if done {
+            return;
+        }
+    }
 }
 
 /// Why an exchange failed.
@@ -100,15 +110,21 @@ pub enum ExchangeError {
     #[error(transparent)]
     Connect(#[from] ConnectError),
     /// Writing the request failed: the connection broke.
-    #[error("writing the request")]
+    #[error("writing the request: {0}")]
     Write(#[source] io::Error),
-    /// Reading the answer failed, or the upstream closed before a whole head.
-    #[error("the connection ended before a response head")]
-    Closed(#[source] Option<io::Error>),
-    #[error("the response head is larger than {} bytes", crate::http1::MAX_HEAD_BYTES)]
+    /// The upstream closed the connection before a whole response head.
+    #[error("the upstream closed the connection before a response head")]
+    Closed,
+    /// Reading the answer failed (a reset).
+    #[error("reading the response head: {0}")]
+    Read(#[source] io::Error),
+    #[error(
+        "the response head is larger than {} bytes",
+        crate::http1::MAX_HEAD_BYTES
+    )]
     HeadTooLarge,
     /// What came back is not an HTTP/1.x response head.
-    #[error("not an HTTP/1.x response: {0}")]
+    #[error("invalid HTTP response: {0}")]
     NotHttp(Cause),
     /// The request body could not be read (the client's fault) or did not
     /// match its length.
@@ -120,7 +136,10 @@ impl ExchangeError {
     /// Whether the connection may have been closed by the upstream while it
     /// was kept: nothing at all came back.
     fn is_stale(&self) -> bool {
-        matches!(self, ExchangeError::Write(_) | ExchangeError::Closed(_))
+        matches!(
+            self,
+            ExchangeError::Write(_) | ExchangeError::Closed | ExchangeError::Read(_)
+        )
     }
 }
 
@@ -149,7 +168,10 @@ where
         let reused = kept.is_some();
         let connection = match kept.take() {
             Some(connection) => connection,
-            None => connector.connect(request.uri()).await?,
+            // Boxed: opening is rare once connections are kept, and its
+            // future (a TLS handshake's included) is large to carry in
+            // every request's.
+            None => Box::pin(connector.connect(request.uri())).await?,
         };
         match send_on(connection, address, &mut request, encoding).await {
             // Sent again only without a body: the first try consumed none.
@@ -219,7 +241,10 @@ where
     let mut buffer = buffers::lend();
     let is_head = request.method() == Method::HEAD;
     let (parsed, body_sent) = if encoding == RequestEncoding::None {
-        (read_head(&mut connection, &mut buffer, is_head).await?, true)
+        (
+            read_head(&mut connection, &mut buffer, is_head).await?,
+            true,
+        )
     } else {
         send_body_and_read_head(&mut connection, &mut buffer, request, encoding, is_head).await?
     };
@@ -268,34 +293,56 @@ where
     }
 }
 
-/// Writes the head from its pieces: the request line, then each field.
-/// The pieces of a usual head sit on the stack; a head with more fields
-/// than that has them on the heap.
+/// Writes the head from its pieces, the request line and then each field,
+/// with `writev`. The pieces are laid out anew on each poll's stack (a
+/// walk over the fields) rather than kept in the future, which lives as
+/// long as the client's connection in hyper's server: only how much was
+/// written is kept across polls.
 async fn write_head<B>(
     connection: &mut UpstreamConnection,
     request: &Request<B>,
 ) -> io::Result<()> {
-    if request.headers().len() <= COMMON_FIELDS {
-        let mut writer = HeadWriter::<{ pieces_for(COMMON_FIELDS) }>::new();
-        write_pieces(connection, &mut writer, request).await
-    } else {
-        let mut writer = Box::new(HeadWriter::<{ pieces_for(MOST_FIELDS) }>::new());
-        write_pieces(connection, &mut writer, request).await
-    }
+    let mut written = 0;
+    std::future::poll_fn(|cx| {
+        if request.headers().len() <= USUAL_FIELDS {
+            poll_write_head::<{ pieces_for(USUAL_FIELDS) }, B>(
+                cx,
+                connection,
+                request,
+                &mut written,
+            )
+        } else {
+            poll_write_head::<{ pieces_for(MOST_FIELDS) }, B>(cx, connection, request, &mut written)
+        }
+    })
+    .await
 }
 
-async fn write_pieces<'a, B, const N: usize>(
+fn poll_write_head<const N: usize, B>(
+    cx: &mut Context<'_>,
     connection: &mut UpstreamConnection,
-    writer: &mut HeadWriter<'a, N>,
-    request: &'a Request<B>,
-) -> io::Result<()> {
+    request: &Request<B>,
+    written: &mut usize,
+) -> Poll<io::Result<()>> {
     let target = request
         .uri()
         .path_and_query()
         .map_or("/", |path| path.as_str());
-    let pieces = head_pieces(writer, request.method(), target, request.headers())
-        .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
-    write_all_vectored(connection, pieces).await
+    loop {
+        let mut writer = HeadWriter::<N>::new();
+        let mut pieces = head_pieces(&mut writer, request.method(), target, request.headers())
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
+        let total: usize = pieces.iter().map(|piece| piece.len()).sum();
+        if *written == total {
+            return Poll::Ready(Ok(()));
+        }
+        IoSlice::advance_slices(&mut pieces, *written);
+        let count = ready!(Pin::new(&mut *connection).poll_write_vectored(cx, pieces))?;
+        if count == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        *written += count;
+    }
 }
 
 fn head_pieces<'a, 'w, const N: usize>(
@@ -468,9 +515,9 @@ async fn read_head<R: AsyncRead + Unpin>(
         let read = reader
             .read(buffer.spare())
             .await
-            .map_err(|error| ExchangeError::Closed(Some(error)))?;
+            .map_err(ExchangeError::Read)?;
         if read == 0 {
-            return Err(ExchangeError::Closed(None));
+            return Err(ExchangeError::Closed);
         }
         buffer.mark_filled(read);
     }
@@ -494,8 +541,7 @@ fn parse(
     }
     let method: &[u8] = if is_head { b"HEAD" } else { b"GET" };
     let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
-    let status =
-        StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
+    let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let mut headers = HeaderMap::with_capacity(head.fields.len());
     for field in head.fields.iter() {
         let name =
@@ -523,200 +569,5 @@ fn parse(
     Ok(Some((Some(parsed), head.head_len)))
 }
 
-/// A response body read from its upstream connection, which goes back to
-/// this thread's pool once the body has ended (if it can carry another
-/// request), and is closed if the body is dropped before.
-pub struct Http1Body {
-    connection: Option<UpstreamConnection>,
-    address: SocketAddr,
-    /// Bytes read and not passed on yet.
-    buffer: LentBuffer,
-    state: BodyState,
-    reusable: bool,
-    /// A chunked body's trailers, given after its last data.
-    trailers: Option<Box<HeaderMap>>,
-}
-
-enum BodyState {
-    Length(u64),
-    Chunked(Box<ChunkedDecoder>),
-    UntilClose,
-    Done,
-}
-
-/// Why a response body could not be read to its end.
-#[derive(Debug, thiserror::Error)]
-pub enum Http1BodyError {
-    #[error("reading the response body")]
-    Read(#[source] io::Error),
-    #[error("the upstream closed the connection before the body's end")]
-    Cut,
-    #[error("malformed chunked body")]
-    Chunked(#[source] crate::http1::ChunkedError),
-    #[error("malformed trailers")]
-    Trailers,
-}
-
-impl Http1Body {
-    fn new(
-        connection: UpstreamConnection,
-        address: SocketAddr,
-        buffer: LentBuffer,
-        framing: ResponseFraming,
-        reusable: bool,
-    ) -> Http1Body {
-        let state = match framing {
-            ResponseFraming::None | ResponseFraming::Length(0) => BodyState::Done,
-            ResponseFraming::Length(length) => BodyState::Length(length),
-            ResponseFraming::Chunked => BodyState::Chunked(Box::default()),
-            ResponseFraming::UntilClose => BodyState::UntilClose,
-        };
-        let mut body = Http1Body {
-            connection: Some(connection),
-            address,
-            buffer,
-            state,
-            reusable,
-            trailers: None,
-        };
-        if matches!(body.state, BodyState::Done) {
-            body.finish();
-        }
-        body
-    }
-
-    /// The body ended: its connection is kept if nothing follows the body
-    /// (bytes after it would be an answer to nothing).
-    fn finish(&mut self) {
-        self.state = BodyState::Done;
-        if let Some(connection) = self.connection.take() {
-            if self.reusable && self.buffer.is_empty() {
-                check_in(self.address, connection);
-            }
-        }
-    }
-
-    /// The next data within what was read, or `None` when more must be read.
-    fn next_data(&mut self) -> Result<Option<Bytes>, Http1BodyError> {
-        if self.buffer.is_empty() {
-            return Ok(None);
-        }
-        let (data, consumed, done) = match &mut self.state {
-            BodyState::Length(left) => {
-                let take = usize::try_from(*left).map_or(self.buffer.len(), |left| {
-                    left.min(self.buffer.len())
-                });
-                *left -= take as u64;
-                (0..take, take, *left == 0)
-            }
-            BodyState::Chunked(decoder) => {
-                let progress = decoder
-                    .decode(&self.buffer)
-                    .map_err(Http1BodyError::Chunked)?;
-                if progress.done {
-                    self.trailers = Some(Box::new(trailer_fields(decoder.trailers())?));
-                }
-                (progress.data, progress.consumed, progress.done)
-            }
-            BodyState::UntilClose => (0..self.buffer.len(), self.buffer.len(), false),
-            BodyState::Done => return Ok(None),
-        };
-        let bytes = Bytes::copy_from_slice(&self.buffer[data]);
-        self.buffer.consume(consumed);
-        if done {
-            self.finish();
-        }
-        Ok(Some(bytes))
-    }
-
-    fn poll_read_more(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, Http1BodyError>> {
-        let Some(connection) = &mut self.connection else {
-            return Poll::Ready(Ok(0));
-        };
-        let mut read = ReadBuf::new(self.buffer.spare());
-        ready!(Pin::new(connection).poll_read(cx, &mut read)).map_err(Http1BodyError::Read)?;
-        let count = read.filled().len();
-        self.buffer.mark_filled(count);
-        Poll::Ready(Ok(count))
-    }
-}
-
-/// The trailer section's fields (`ChunkedDecoder` has checked its form).
-fn trailer_fields(section: &[u8]) -> Result<HeaderMap, Http1BodyError> {
-    let mut headers = HeaderMap::new();
-    if section.is_empty() {
-        return Ok(headers);
-    }
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut parsed)
-    else {
-        return Err(Http1BodyError::Trailers);
-    };
-    for field in fields.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes());
-        let value = HeaderValue::from_bytes(field.value);
-        match (name, value) {
-            (Ok(name), Ok(value)) => {
-                headers.append(name, value);
-            }
-            _ => return Err(Http1BodyError::Trailers),
-        }
-    }
-    Ok(headers)
-}
-
-impl Body for Http1Body {
-    type Data = Bytes;
-    type Error = Http1BodyError;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Http1BodyError>>> {
-        let this = self.get_mut();
-        loop {
-            match this.next_data() {
-                Err(error) => {
-                    this.connection = None;
-                    this.state = BodyState::Done;
-                    return Poll::Ready(Some(Err(error)));
-                }
-                Ok(Some(data)) if !data.is_empty() => return Poll::Ready(Some(Ok(Frame::data(data)))),
-                Ok(_) => {}
-            }
-            if matches!(this.state, BodyState::Done) {
-                let trailers = this.trailers.take().filter(|trailers| !trailers.is_empty());
-                return Poll::Ready(trailers.map(|trailers| Ok(Frame::trailers(*trailers))));
-            }
-            match ready!(this.poll_read_more(cx)) {
-                Ok(0) if matches!(this.state, BodyState::UntilClose) => {
-                    this.reusable = false;
-                    this.finish();
-                }
-                Ok(0) => {
-                    this.connection = None;
-                    this.state = BodyState::Done;
-                    return Poll::Ready(Some(Err(Http1BodyError::Cut)));
-                }
-                Ok(_) => {}
-                Err(error) => {
-                    this.connection = None;
-                    this.state = BodyState::Done;
-                    return Poll::Ready(Some(Err(error)));
-                }
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self.state, BodyState::Done) && self.trailers.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.state {
-            BodyState::Length(left) => SizeHint::with_exact(left),
-            BodyState::Done if self.trailers.is_none() => SizeHint::with_exact(0),
-            _ => SizeHint::default(),
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
+use std::future::Future;
+
 use bytes::Bytes;
+use futures_util::future::{Either, TryFutureExt};
 use http::{header, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -120,31 +123,46 @@ where
         }
     }
 
-    pub async fn send(
+    /// Sends `request` to `endpoint`. The future is small whichever client
+    /// sends: hyper's server keeps room for a request's whole future for
+    /// as long as its client's connection lasts.
+    pub fn send(
         &self,
         endpoint: &Endpoint,
         request: Request<B>,
-    ) -> Result<UpstreamResponse, SendError> {
-        if !authority_is_address(endpoint) {
-            let key = PoolKey {
+    ) -> impl Future<Output = Result<UpstreamResponse, SendError>> + Send + 'static
+    where
+        B: Sync,
+        B::Error: Send,
+    {
+        let hyper_client = if !authority_is_address(endpoint) {
+            self.pool_for(PoolKey {
                 transport: endpoint.transport.clone(),
                 destination: Some(endpoint.destination.clone()),
-            };
-            let response = self.pool_for(key).request(request).await?;
-            return Ok(response.map(UpstreamIncoming::Hyper));
-        }
-        if let (Http1Engine::Own, Destination::Address(address)) =
-            (self.engine, &endpoint.destination)
-        {
-            // A protocol switch hands the connection over to a tunnel:
-            // hyper's client does that.
-            if !request.headers().contains_key(header::UPGRADE) {
-                let response = exchange(&self.http1_connector, *address, request).await?;
-                return Ok(response.map(UpstreamIncoming::Http1));
+            })
+        } else {
+            match (self.engine, &endpoint.destination) {
+                // A protocol switch hands the connection over to a tunnel:
+                // hyper's client does that.
+                (Http1Engine::Own, Destination::Address(address))
+                    if !request.headers().contains_key(header::UPGRADE) =>
+                {
+                    let connector = self.http1_connector.clone();
+                    let address = *address;
+                    return Either::Left(Box::pin(async move {
+                        let response = exchange(&connector, address, request).await?;
+                        Ok(response.map(UpstreamIncoming::Http1))
+                    }));
+                }
+                _ => self.http1.clone(),
             }
-        }
-        let response = self.http1.request(request).await?;
-        Ok(response.map(UpstreamIncoming::Hyper))
+        };
+        Either::Right(
+            hyper_client
+                .request(request)
+                .map_ok(|response| response.map(UpstreamIncoming::Hyper))
+                .map_err(SendError::Hyper),
+        )
     }
 
     /// The SRV answer cached for `owner` under `resolution` (the admin API

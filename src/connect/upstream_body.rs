@@ -12,7 +12,8 @@ use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
-use super::http1_exchange::{ExchangeError, Http1Body};
+use super::http1_body::Http1Body;
+use super::http1_exchange::ExchangeError;
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 
