@@ -13,6 +13,7 @@ use ipnet::IpNet;
 
 use dockhand::admin::AdminToken;
 use dockhand::config::parse_duration;
+use dockhand::connect::Http1Engine;
 use dockhand::settings::{
     defaults, AcmeChallenge, AcmeSettings, DockerHost, DockerSettings, Settings, TlsSettings,
 };
@@ -193,8 +194,24 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_ACCESS_LOG", value_name = "off|stdout|FILE", default_value = defaults::ACCESS_LOG)]
     pub access_log: AccessLog,
 
+    /// What carries HTTP/1.1 to upstream addresses: dockhand's own path,
+    /// or hyper's client as before it (kept for one release, to compare).
+    #[arg(
+        long,
+        env = "DOCKHAND_HTTP1_ENGINE",
+        default_value = "own",
+        hide = true
+    )]
+    pub http1_engine: Http1EngineFlag,
+
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Http1EngineFlag {
+    Own,
+    Hyper,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -293,6 +310,10 @@ impl Flags {
             header_read_timeout: self.header_read_timeout,
             client_body_timeout: self.client_body_timeout,
             client_send_timeout: self.client_send_timeout,
+            http1_engine: match self.http1_engine {
+                Http1EngineFlag::Own => Http1Engine::Own,
+                Http1EngineFlag::Hyper => Http1Engine::Hyper,
+            },
             trusted_proxies: self.trusted_proxies.clone(),
             dns_resolver: self.dns_resolver,
         })
@@ -532,6 +553,7 @@ mod tests {
             "dns-resolver" => "127.0.0.1:5353",
             "trusted-proxies" => "10.0.0.0/8",
             "workers" => "3",
+            "http1-engine" => "hyper",
             "log-format" => "json",
             "log-level" => "debug",
             "access-log" => "/var/log/dockhand/access.log",
@@ -580,6 +602,7 @@ mod tests {
         assert!(flags.no_docker);
         assert_eq!(flags.upstream_wait, Duration::from_secs(7));
         assert_eq!(flags.workers, NonZeroUsize::new(3));
+        assert_eq!(flags.http1_engine, Http1EngineFlag::Hyper);
         assert_eq!(
             flags.access_log,
             AccessLog::File("/var/log/dockhand/access.log".into())

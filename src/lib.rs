@@ -185,7 +185,13 @@ pub async fn run(
     }
     let state = Arc::new(ProxyState {
         router,
-        client: UpstreamClient::new(settings.connect_timeout, registry, dns, metrics.clone()),
+        client: UpstreamClient::new(
+            settings.http1_engine,
+            settings.connect_timeout,
+            registry,
+            dns,
+            metrics.clone(),
+        ),
         resolve_hints: Arc::new(names.clone()),
         upstream_timeout: settings.upstream_timeout,
         upstream_wait: settings.upstream_wait,

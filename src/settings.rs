@@ -15,6 +15,7 @@ use ipnet::IpNet;
 
 use crate::admin::AdminToken;
 use crate::config::parse_duration;
+use crate::connect::Http1Engine;
 
 /// Every default, as a user would write it on the command line.
 pub mod defaults {
@@ -68,6 +69,8 @@ pub struct Settings {
     /// How long a client may accept no bytes of what dockhand has for it
     /// before its connection is cut.
     pub client_send_timeout: Duration,
+    /// What carries HTTP/1.1 to upstream addresses.
+    pub http1_engine: Http1Engine,
     /// Peers whose `X-Forwarded-*` headers are trusted and extended.
     pub trusted_proxies: Vec<IpNet>,
     /// The DNS server upstream names are resolved with; `None` means the
@@ -251,6 +254,7 @@ impl Default for Settings {
             header_read_timeout: default_duration(defaults::HEADER_READ_TIMEOUT),
             client_body_timeout: default_duration(defaults::CLIENT_BODY_TIMEOUT),
             client_send_timeout: default_duration(defaults::CLIENT_SEND_TIMEOUT),
+            http1_engine: Http1Engine::default(),
             trusted_proxies: Vec::new(),
             dns_resolver: None,
             docker: Some(DockerSettings::default()),

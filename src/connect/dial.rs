@@ -77,7 +77,7 @@ impl Connector {
     /// Opens a connection, abandoned as soon as its address departs (see
     /// `EndpointRegistry::departure`): nothing has been sent on it yet, so
     /// the request can go where the location's upstreams are now.
-    async fn connect(&self, uri: &Uri) -> Result<UpstreamConnection, ConnectError> {
+    pub(super) async fn connect(&self, uri: &Uri) -> Result<UpstreamConnection, ConnectError> {
         let address = match &self.key.destination {
             Some(Destination::Address(address)) => Some(*address),
             // An SRV target's address is known once it is dialed.

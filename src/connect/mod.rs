@@ -1,17 +1,28 @@
 //! Reaching upstreams: the pools of keep-alive connections (`pool`),
 //! opening one connection within the connect timeout (`dial`), dialing SRV
 //! owners through their cached answers (`srv`), upstream TLS as a client
-//! (`tls`; serving TLS to clients is not this module's), and the connection
-//! type the pools hold (`connection`), and why connecting failed (`error`). It decides nothing about which
-//! upstream a request goes to (`upstream`, `proxy` do).
+//! (`tls`; serving TLS to clients is not this module's), the connection
+//! type the pools hold (`connection`), why connecting failed (`error`),
+//! and dockhand's own HTTP/1.1 exchange with an upstream address
+//! (`http1_exchange`, its response body in `http1_body`, its per-worker
+//! pool of idle connections in `idle_pool`), beside hyper's client for the
+//! rest (`upstream_body` says which answered). It decides nothing about
+//! which upstream a request goes to (`upstream`, `proxy` do).
 
 mod connection;
 mod dial;
 mod error;
+mod http1_body;
+mod http1_exchange;
+pub mod idle_pool;
 mod pool;
 mod srv;
 pub mod tls;
+mod upstream_body;
 
 pub use dial::{connect_tcp, Connector};
 pub use error::ConnectError;
-pub use pool::{authority_is_address, UpstreamClient, UpstreamResponse};
+pub use http1_body::{Http1Body, Http1BodyError};
+pub use http1_exchange::ExchangeError;
+pub use pool::{authority_is_address, Http1Engine, UpstreamClient};
+pub use upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};

@@ -1,21 +1,28 @@
 //! The pooled upstream client: keep-alive connections per endpoint (address
 //! and transport: HTTP/1.1, h2c, or TLS with its server name and
 //! verification), reused across requests and across route-table changes.
-//! HTTP/1.1 in cleartext shares one pool for every address; the others have
-//! a pool per destination. Opening connections is `dial`'s.
+//! HTTP/1.1 in cleartext to an address goes through dockhand's own exchange
+//! (`http1_exchange`, with a pool per worker thread) unless `--http1-engine
+//! hyper` keeps it on hyper's client, where it shares one pool for every
+//! address; the others have a pool per destination. Opening connections is
+//! `dial`'s.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
 
+use std::future::Future;
+
 use bytes::Bytes;
-use http::{Request, Response};
-use hyper::body::Incoming;
-use hyper_util::client::legacy::{Client, ResponseFuture};
+use futures_util::future::{Either, TryFutureExt};
+use http::{header, Request};
+use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
+use super::http1_exchange::exchange;
 use super::srv::SrvResolvers;
+use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
 use crate::config::SrvResolution;
 use crate::metrics::Metrics;
 use crate::resolve::{Dns, SrvAnswer};
@@ -57,8 +64,21 @@ pub fn authority_is_address(endpoint: &Endpoint) -> bool {
 
 type PooledClient<B> = Client<Connector, B>;
 
+/// What carries HTTP/1.1 in cleartext to upstream addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Http1Engine {
+    /// dockhand's own exchange, on the request's task (the default).
+    #[default]
+    Own,
+    /// hyper's pooled client, as before the own path (for comparison).
+    Hyper,
+}
+
 /// The shared HTTP/1.1 pool, and one pool per destination for the others.
 pub struct UpstreamClient<B> {
+    engine: Http1Engine,
+    /// The own exchange's dialer (hyper's has its own copy).
+    http1_connector: Connector,
     http1: PooledClient<B>,
     /// Pools for the other transports, made when first used.
     others: RwLock<HashMap<PoolKey, PooledClient<B>>>,
@@ -71,6 +91,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     pub fn new(
+        engine: Http1Engine,
         connect_timeout: Duration,
         registry: Arc<EndpointRegistry>,
         dns: Arc<dyn Dns>,
@@ -91,21 +112,57 @@ where
             destination: None,
         };
         UpstreamClient {
+            engine,
+            http1_connector: Connector {
+                key: Arc::new(shared.clone()),
+                dialing: dialing.clone(),
+            },
             http1: pooled_client(shared, dialing.clone()),
             others: RwLock::default(),
             dialing,
         }
     }
 
-    pub fn send(&self, endpoint: &Endpoint, request: Request<B>) -> ResponseFuture {
-        if authority_is_address(endpoint) {
-            return self.http1.request(request);
-        }
-        let key = PoolKey {
-            transport: endpoint.transport.clone(),
-            destination: Some(endpoint.destination.clone()),
+    /// Sends `request` to `endpoint`. The future is small whichever client
+    /// sends: hyper's server keeps room for a request's whole future for
+    /// as long as its client's connection lasts.
+    pub fn send(
+        &self,
+        endpoint: &Endpoint,
+        request: Request<B>,
+    ) -> impl Future<Output = Result<UpstreamResponse, SendError>> + Send + 'static
+    where
+        B: Sync,
+        B::Error: Send,
+    {
+        let hyper_client = if !authority_is_address(endpoint) {
+            self.pool_for(PoolKey {
+                transport: endpoint.transport.clone(),
+                destination: Some(endpoint.destination.clone()),
+            })
+        } else {
+            match (self.engine, &endpoint.destination) {
+                // A protocol switch hands the connection over to a tunnel:
+                // hyper's client does that.
+                (Http1Engine::Own, Destination::Address(address))
+                    if !request.headers().contains_key(header::UPGRADE) =>
+                {
+                    let connector = self.http1_connector.clone();
+                    let address = *address;
+                    return Either::Left(Box::pin(async move {
+                        let response = exchange(&connector, address, request).await?;
+                        Ok(response.map(UpstreamIncoming::Http1))
+                    }));
+                }
+                _ => self.http1.clone(),
+            }
         };
-        self.pool_for(key).request(request)
+        Either::Right(
+            hyper_client
+                .request(request)
+                .map_ok(|response| response.map(UpstreamIncoming::Hyper))
+                .map_err(SendError::Hyper),
+        )
     }
 
     /// The SRV answer cached for `owner` under `resolution` (the admin API
@@ -146,5 +203,3 @@ where
         .http2_only(http2_only)
         .build(connector)
 }
-
-pub type UpstreamResponse = Response<Incoming>;

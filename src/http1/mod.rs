@@ -3,13 +3,15 @@
 //! (`request_head`, `response_head`, their fields in `fields`), how a
 //! message's body is framed and what its head says of the connection
 //! (`framing`), the chunked body decoder (`chunked`), and heads written
-//! from pieces for one `writev` (`head_writer`).
+//! from pieces for one `writev` (`head_writer`); and the read buffers a
+//! worker thread lends its connections while bytes are in flight (`buffers`).
 //!
 //! Nothing here knows routing, sockets or hyper: the connection loop that
 //! reads, routes and forwards is built on these parts. Every parser is
 //! incremental (a prefix is "incomplete", never an error it would not be
 //! with the rest) and bounded, and none panics on any input.
 
+pub mod buffers;
 pub mod chunked;
 pub mod fields;
 pub mod framing;

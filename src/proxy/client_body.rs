@@ -6,23 +6,25 @@
 
 use std::time::Duration;
 
-use super::error::{ErrorKind, ProxyError};
+use hyper::body::Incoming;
+
+use super::error::{Cause, ErrorKind, ProxyError};
 use super::stall::{StallErrors, StallLimited};
 
-pub type ClientStream = StallLimited<ClientBodyError>;
+pub type ClientStream = StallLimited<Incoming, ClientBodyError>;
 
 /// Why the client's body could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientBodyError {
     /// Malformed (a bad chunk size), or cut (the client closed or reset).
     #[error("the request body could not be read")]
-    Broken(#[source] hyper::Error),
+    Broken(#[source] Cause),
     #[error("no request body bytes for {0:?} (--client-body-timeout)")]
     Stalled(Duration),
 }
 
 impl StallErrors for ClientBodyError {
-    fn broken(error: hyper::Error) -> Self {
+    fn broken(error: Cause) -> Self {
         ClientBodyError::Broken(error)
     }
 

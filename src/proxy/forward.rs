@@ -26,7 +26,7 @@ use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
 use super::to_https;
 use super::upgrade;
-use crate::connect::{ConnectError, UpstreamClient, UpstreamResponse};
+use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
 use crate::metrics::Metrics;
 use crate::resolve::ResolveHints;
 use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
@@ -471,27 +471,39 @@ fn prepare_head(
 }
 
 /// The kind of a failed send, the client's error kept as its cause. A
-/// connect error says what failed; past connecting, an answer hyper could
-/// not parse is not HTTP (or a head too large for the connection's
-/// buffer), and anything else ended the connection before the response
-/// head (closed, reset, an HTTP/2 stream reset).
-fn classify(error: hyper_util::client::legacy::Error) -> ProxyError {
-    let kind = match find_source::<ConnectError>(&error) {
-        Some(ConnectError::Refused) => ErrorKind::ConnectRefused,
-        Some(ConnectError::TimedOut(_)) => ErrorKind::ConnectTimeout,
-        Some(ConnectError::Handshake(_)) => ErrorKind::TlsHandshake,
-        Some(ConnectError::NoTargets(_)) => ErrorKind::DnsNoRecords,
-        Some(ConnectError::Lookup { .. }) => ErrorKind::DnsFailure,
-        Some(ConnectError::Failed(_) | ConnectError::NoAddress) => ErrorKind::ConnectFailed,
-        Some(ConnectError::Departed) => ErrorKind::UpstreamLeft,
-        None if error.is_connect() => ErrorKind::ConnectFailed,
-        None => match find_source::<hyper::Error>(&error) {
-            Some(hyper_error) if hyper_error.is_parse_too_large() => {
-                ErrorKind::UpstreamHeadTooLarge
-            }
-            Some(hyper_error) if hyper_error.is_parse() => ErrorKind::NotHttp,
-            _ => ErrorKind::ResetBeforeResponse,
+/// connect error says what failed; past connecting, an answer that can't be
+/// parsed is not HTTP (or a head too large for the connection's buffer),
+/// and anything else ended the connection before the response head
+/// (closed, reset, an HTTP/2 stream reset).
+fn classify(error: SendError) -> ProxyError {
+    let kind = match &error {
+        SendError::Http1(ExchangeError::Connect(connect)) => connect_kind(connect),
+        SendError::Http1(ExchangeError::HeadTooLarge) => ErrorKind::UpstreamHeadTooLarge,
+        SendError::Http1(ExchangeError::NotHttp(_)) => ErrorKind::NotHttp,
+        SendError::Http1(_) => ErrorKind::ResetBeforeResponse,
+        SendError::Hyper(hyper_client) => match find_source::<ConnectError>(hyper_client) {
+            Some(connect) => connect_kind(connect),
+            None if hyper_client.is_connect() => ErrorKind::ConnectFailed,
+            None => match find_source::<hyper::Error>(hyper_client) {
+                Some(hyper_error) if hyper_error.is_parse_too_large() => {
+                    ErrorKind::UpstreamHeadTooLarge
+                }
+                Some(hyper_error) if hyper_error.is_parse() => ErrorKind::NotHttp,
+                _ => ErrorKind::ResetBeforeResponse,
+            },
         },
     };
     ProxyError::new(kind, error)
+}
+
+fn connect_kind(error: &ConnectError) -> ErrorKind {
+    match error {
+        ConnectError::Refused => ErrorKind::ConnectRefused,
+        ConnectError::TimedOut(_) => ErrorKind::ConnectTimeout,
+        ConnectError::Handshake(_) => ErrorKind::TlsHandshake,
+        ConnectError::NoTargets(_) => ErrorKind::DnsNoRecords,
+        ConnectError::Lookup { .. } => ErrorKind::DnsFailure,
+        ConnectError::Failed(_) | ConnectError::NoAddress => ErrorKind::ConnectFailed,
+        ConnectError::Departed => ErrorKind::UpstreamLeft,
+    }
 }

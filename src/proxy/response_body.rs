@@ -1,4 +1,5 @@
-//! The upstream's response body as dockhand reads it: hyper's body, cut
+//! The upstream's response body as dockhand reads it (hyper's, or the own
+//! HTTP/1.1 exchange's), cut
 //! when the upstream leaves it waiting for `--upstream-timeout` between two
 //! frames. Without the limit, a body that stalls after its head would hold
 //! the client, and the upstream connection, for as long as the upstream
@@ -7,18 +8,20 @@
 
 use std::time::Duration;
 
+use crate::connect::UpstreamIncoming;
+
 use super::error::Cause;
 use super::stall::{StallErrors, StallLimited};
 
-pub type UpstreamStream = StallLimited<Cause>;
+pub type UpstreamStream = StallLimited<UpstreamIncoming, Cause>;
 
 #[derive(Debug, thiserror::Error)]
 #[error("no response body bytes for {0:?} (--upstream-timeout)")]
 struct ResponseStalled(Duration);
 
 impl StallErrors for Cause {
-    fn broken(error: hyper::Error) -> Self {
-        error.into()
+    fn broken(error: Cause) -> Self {
+        error
     }
 
     fn stalled(limit: Duration) -> Self {

@@ -13,30 +13,32 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use prometheus_client::metrics::counter::Counter;
 use tokio::time::{Instant, Sleep};
+
+use super::error::Cause;
 
 /// What a stall-limited body's errors are, so that each side can say whose
 /// fault they are.
 pub trait StallErrors: Sized {
-    /// hyper could not read the body (malformed, or the peer closed or reset).
-    fn broken(error: hyper::Error) -> Self;
+    /// The body could not be read (malformed, or the peer closed or reset).
+    fn broken(error: Cause) -> Self;
     /// Nothing came for the whole `limit`.
     fn stalled(limit: Duration) -> Self;
 }
 
-/// hyper's body, failing with `E::stalled` once it has had nothing for its limit.
-pub struct StallLimited<E> {
-    body: Incoming,
+/// A body (hyper's, or the own HTTP/1.1 exchange's), failing with
+/// `E::stalled` once it has had nothing for its limit.
+pub struct StallLimited<B, E> {
+    body: B,
     stall: StallTimer,
     /// Where the data bytes read are counted, if anywhere.
     bytes_read: Option<Counter>,
     errors: PhantomData<fn() -> E>,
 }
 
-impl<E> StallLimited<E> {
-    pub fn new(body: Incoming, limit: Duration) -> StallLimited<E> {
+impl<B, E> StallLimited<B, E> {
+    pub fn new(body: B, limit: Duration) -> StallLimited<B, E> {
         StallLimited {
             body,
             stall: StallTimer::new(limit),
@@ -46,13 +48,18 @@ impl<E> StallLimited<E> {
     }
 
     /// Counts the data bytes read into `counter`.
-    pub fn counting_into(mut self, counter: Counter) -> StallLimited<E> {
+    pub fn counting_into(mut self, counter: Counter) -> StallLimited<B, E> {
         self.bytes_read = Some(counter);
         self
     }
 }
 
-impl<E: StallErrors> Body for StallLimited<E> {
+impl<B, E> Body for StallLimited<B, E>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Cause>,
+    E: StallErrors,
+{
     type Data = Bytes;
     type Error = E;
 
@@ -67,7 +74,7 @@ impl<E: StallErrors> Body for StallLimited<E> {
                 if let (Some(counter), Some(Ok(frame))) = (&this.bytes_read, &frame) {
                     counter.inc_by(frame.data_ref().map_or(0, |data| data.len() as u64));
                 }
-                Poll::Ready(frame.map(|frame| frame.map_err(E::broken)))
+                Poll::Ready(frame.map(|frame| frame.map_err(|error| E::broken(error.into()))))
             }
             Poll::Pending => {
                 ready!(this.stall.poll_expired(cx));

@@ -25,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use dockhand::connect::UpstreamClient;
+use dockhand::connect::{Http1Engine, UpstreamClient};
 use dockhand::proxy::{serve, ProxyState, ServerSettings, Transport};
 use dockhand::resolve::Unconfigured;
 use dockhand::routes::Router;
@@ -653,6 +653,7 @@ pub async fn serve_router(
     let state = Arc::new(ProxyState {
         router,
         client: UpstreamClient::new(
+            Http1Engine::default(),
             Duration::from_secs(1),
             registry,
             Arc::new(Unconfigured("no DNS in this test".into())),

@@ -1,0 +1,257 @@
+//! A response body read by dockhand's own HTTP/1.1 exchange from its
+//! upstream connection, framed as its head said (a length, chunked with
+//! trailers, or until the upstream closes). When the body has ended, the
+//! connection goes back to the worker thread's pool if it can carry
+//! another request, and the read buffer goes back to the thread's
+//! buffers; a body dropped before its end closes the connection.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http_body::{Body, Frame, SizeHint};
+use tokio::io::{AsyncRead, ReadBuf};
+
+use super::connection::UpstreamConnection;
+use super::http1_exchange::check_in;
+use crate::http1::buffers::LentBuffer;
+use crate::http1::{ChunkedDecoder, ResponseFraming, MAX_HEADERS};
+
+/// A response body read from its upstream connection, which goes back to
+/// this thread's pool once the body has ended (if it can carry another
+/// request), and is closed if the body is dropped before. Its read buffer
+/// goes back to the thread's buffers at the end too, whenever the body
+/// itself is dropped.
+pub struct Http1Body {
+    connection: Option<UpstreamConnection>,
+    address: SocketAddr,
+    /// Bytes read and not passed on yet; `None` once the body has ended.
+    buffer: Option<LentBuffer>,
+    state: BodyState,
+    reusable: bool,
+    /// A chunked body's trailers, given after its last data.
+    trailers: Option<Box<HeaderMap>>,
+    /// Data was given by the last poll: an error found now waits one poll,
+    /// so that the server writes that data out before the error ends the
+    /// client's connection (hyper drops what it has not written yet).
+    gave_data: bool,
+    /// The error held back for that one poll.
+    held_error: Option<Http1BodyError>,
+}
+
+impl std::fmt::Debug for Http1Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Http1Body")
+            .field("address", &self.address)
+            .field("reusable", &self.reusable)
+            .finish_non_exhaustive()
+    }
+}
+
+enum BodyState {
+    Length(u64),
+    Chunked(Box<ChunkedDecoder>),
+    UntilClose,
+    Done,
+}
+
+/// Why a response body could not be read to its end.
+#[derive(Debug, thiserror::Error)]
+pub enum Http1BodyError {
+    #[error("reading the response body: {0}")]
+    Read(#[source] io::Error),
+    #[error("the upstream closed the connection before the body's end")]
+    Cut,
+    #[error("malformed chunked body: {0}")]
+    Chunked(#[source] crate::http1::ChunkedError),
+    #[error("malformed trailers")]
+    Trailers,
+}
+
+impl Http1Body {
+    pub(super) fn new(
+        connection: UpstreamConnection,
+        address: SocketAddr,
+        buffer: LentBuffer,
+        framing: ResponseFraming,
+        reusable: bool,
+    ) -> Http1Body {
+        let state = match framing {
+            ResponseFraming::None | ResponseFraming::Length(0) => BodyState::Done,
+            ResponseFraming::Length(length) => BodyState::Length(length),
+            ResponseFraming::Chunked => BodyState::Chunked(Box::default()),
+            ResponseFraming::UntilClose => BodyState::UntilClose,
+        };
+        let mut body = Http1Body {
+            connection: Some(connection),
+            address,
+            buffer: Some(buffer),
+            state,
+            reusable,
+            trailers: None,
+            gave_data: false,
+            held_error: None,
+        };
+        if matches!(body.state, BodyState::Done) {
+            body.finish();
+        }
+        body
+    }
+
+    /// The body ended: its connection is kept if nothing follows the body
+    /// (bytes after it would be an answer to nothing), and its buffer is
+    /// given back.
+    fn finish(&mut self) {
+        self.state = BodyState::Done;
+        let nothing_after = self.buffer.take().is_none_or(|buffer| buffer.is_empty());
+        if let Some(connection) = self.connection.take() {
+            if self.reusable && nothing_after {
+                check_in(self.address, connection);
+            }
+        }
+    }
+
+    /// The body can't be read any further: its connection is closed.
+    fn fail(&mut self, error: Http1BodyError) -> Http1BodyError {
+        self.reusable = false;
+        self.finish();
+        error
+    }
+
+    /// The next data within what was read, or `None` when more must be read.
+    fn next_data(&mut self) -> Result<Option<Bytes>, Http1BodyError> {
+        let Some(buffer) = self.buffer.as_mut().filter(|buffer| !buffer.is_empty()) else {
+            return Ok(None);
+        };
+        let (data, consumed, done) = match &mut self.state {
+            BodyState::Length(left) => {
+                let take =
+                    usize::try_from(*left).map_or(buffer.len(), |left| left.min(buffer.len()));
+                *left -= take as u64;
+                (0..take, take, *left == 0)
+            }
+            BodyState::Chunked(decoder) => {
+                let progress = decoder.decode(buffer).map_err(Http1BodyError::Chunked)?;
+                if progress.done {
+                    self.trailers = Some(Box::new(trailer_fields(decoder.trailers())?));
+                }
+                (progress.data, progress.consumed, progress.done)
+            }
+            BodyState::UntilClose => (0..buffer.len(), buffer.len(), false),
+            BodyState::Done => return Ok(None),
+        };
+        let bytes = Bytes::copy_from_slice(&buffer[data]);
+        buffer.consume(consumed);
+        if done {
+            self.finish();
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Reads more into the buffer: `Ok(0)` at the end of the connection.
+    fn poll_read_more(&mut self, cx: &mut Context<'_>) -> Poll<Result<usize, Http1BodyError>> {
+        let (Some(connection), Some(buffer)) = (&mut self.connection, &mut self.buffer) else {
+            return Poll::Ready(Ok(0));
+        };
+        let mut read = ReadBuf::new(buffer.spare());
+        ready!(Pin::new(connection).poll_read(cx, &mut read)).map_err(Http1BodyError::Read)?;
+        let count = read.filled().len();
+        buffer.mark_filled(count);
+        Poll::Ready(Ok(count))
+    }
+
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Http1BodyError>>> {
+        loop {
+            match self.next_data() {
+                Err(error) => return Poll::Ready(Some(Err(self.fail(error)))),
+                Ok(Some(data)) if !data.is_empty() => {
+                    return Poll::Ready(Some(Ok(Frame::data(data))))
+                }
+                Ok(_) => {}
+            }
+            if matches!(self.state, BodyState::Done) {
+                let trailers = self.trailers.take().filter(|trailers| !trailers.is_empty());
+                return Poll::Ready(trailers.map(|trailers| Ok(Frame::trailers(*trailers))));
+            }
+            match ready!(self.poll_read_more(cx)) {
+                Ok(0) if matches!(self.state, BodyState::UntilClose) => {
+                    self.reusable = false;
+                    self.finish();
+                }
+                Ok(0) => return Poll::Ready(Some(Err(self.fail(Http1BodyError::Cut)))),
+                Ok(_) => {}
+                Err(error) => return Poll::Ready(Some(Err(self.fail(error)))),
+            }
+        }
+    }
+}
+
+/// The trailer section's fields (`ChunkedDecoder` has checked its form).
+fn trailer_fields(section: &[u8]) -> Result<HeaderMap, Http1BodyError> {
+    let mut headers = HeaderMap::new();
+    if section.is_empty() {
+        return Ok(headers);
+    }
+    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut parsed)
+    else {
+        return Err(Http1BodyError::Trailers);
+    };
+    for field in fields.iter() {
+        let name = HeaderName::from_bytes(field.name.as_bytes());
+        let value = HeaderValue::from_bytes(field.value);
+        match (name, value) {
+            (Ok(name), Ok(value)) => {
+                headers.append(name, value);
+            }
+            _ => return Err(Http1BodyError::Trailers),
+        }
+    }
+    Ok(headers)
+}
+
+impl Body for Http1Body {
+    type Data = Bytes;
+    type Error = Http1BodyError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Http1BodyError>>> {
+        let this = self.get_mut();
+        if let Some(error) = this.held_error.take() {
+            return Poll::Ready(Some(Err(error)));
+        }
+        let polled = this.poll_next(cx);
+        let gave_data = this.gave_data;
+        this.gave_data = matches!(&polled, Poll::Ready(Some(Ok(frame))) if frame.is_data());
+        match polled {
+            Poll::Ready(Some(Err(error))) if gave_data => {
+                this.held_error = Some(error);
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            polled => polled,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self.state, BodyState::Done)
+            && self.trailers.is_none()
+            && self.held_error.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.state {
+            BodyState::Length(left) => SizeHint::with_exact(left),
+            BodyState::Done if self.trailers.is_none() => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}

@@ -1,0 +1,573 @@
+//! One HTTP/1.1 exchange with an upstream address, done by the task of the
+//! request itself: a connection from this worker thread's idle pool (or a
+//! new one), the request head written from its pieces with one `writev`,
+//! the body streamed (while the answer is watched for: an upstream may
+//! answer before it has read everything), the response head parsed by
+//! `http1`, and the response body read by `http1_body`, which puts the
+//! connection back in the pool once the body has ended. No task, channel or
+//! lock sits between a request and its upstream connection.
+//!
+//! A kept connection the upstream closed just as it was reused fails before
+//! any byte of an answer; a request with no body is then sent once more, on
+//! a new connection, since the upstream can't have acted on it.
+
+use std::cell::RefCell;
+use std::io::{self, IoSlice};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode, Version};
+use http_body::Body;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::connection::UpstreamConnection;
+use super::dial::Connector;
+use super::error::ConnectError;
+use super::http1_body::Http1Body;
+use super::idle_pool::{IdleLimits, IdlePool};
+use crate::http1::buffers::{self, LentBuffer};
+use crate::http1::head_writer::{pieces_for, HeadWriter};
+use crate::http1::{
+    parse_response_head, response_framing, response_persistent, ResponseFraming, MAX_HEADERS,
+};
+
+type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// How the pool keeps connections: as long as hyper's pool did.
+const IDLE_LIMITS: IdleLimits = IdleLimits {
+    idle_timeout: Duration::from_secs(90),
+    most_per_key: 256,
+};
+
+/// How often a thread's idle connections are looked at while it keeps
+/// some: those whose upstream closed them, or whose address left the
+/// routes (`UpstreamConnection` reads as closed then), or that were idle
+/// too long, are closed within this.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Header fields of a request head sent upstream, the client's (the hyper
+/// server takes at most 100) and dockhand's own.
+const MOST_FIELDS: usize = MAX_HEADERS + 32;
+
+/// The fields of a usual request head: its pieces take 2 KiB of stack.
+const USUAL_FIELDS: usize = 32;
+
+thread_local! {
+    static IDLE: RefCell<ThreadPool> = RefCell::new(ThreadPool {
+        idle: IdlePool::new(IDLE_LIMITS),
+        sweeping: false,
+    });
+}
+
+/// A worker thread's idle connections, and whether its sweeper runs.
+struct ThreadPool {
+    idle: IdlePool<SocketAddr, UpstreamConnection>,
+    sweeping: bool,
+}
+
+fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
+    IDLE.with(|pool| pool.borrow_mut().idle.check_out(&address, Instant::now()))
+}
+
+/// Keeps `connection`, and starts the thread's sweeper if it is not running.
+/// The sweeper is a task of the worker's own runtime (a current-thread
+/// one, so it runs on this thread and sweeps this thread's pool); it ends
+/// when nothing is kept, so an idle worker has none.
+pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
+    let start_sweeper = IDLE.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        pool.idle.check_in(address, connection, Instant::now());
+        !std::mem::replace(&mut pool.sweeping, true)
+    });
+    if start_sweeper {
+        tokio::spawn(sweep_while_kept());
+    }
+}
+
+async fn sweep_while_kept() {
+    loop {
+        tokio::time::sleep(SWEEP_INTERVAL).await;
+        let done = IDLE.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let done = pool.idle.sweep(Instant::now()) == 0;
+            pool.sweeping = !done;
+            done
+        });
+        if done {
+            return;
+        }
+    }
+}
+
+/// Why an exchange failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ExchangeError {
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// Writing the request failed: the connection broke.
+    #[error("writing the request: {0}")]
+    Write(#[source] io::Error),
+    /// The upstream closed the connection before a whole response head.
+    #[error("the upstream closed the connection before a response head")]
+    Closed,
+    /// Reading the answer failed (a reset).
+    #[error("reading the response head: {0}")]
+    Read(#[source] io::Error),
+    #[error(
+        "the response head is larger than {} bytes",
+        crate::http1::MAX_HEAD_BYTES
+    )]
+    HeadTooLarge,
+    /// What came back is not an HTTP/1.x response head.
+    #[error("invalid HTTP response: {0}")]
+    NotHttp(Cause),
+    /// The request body could not be read (the client's fault) or did not
+    /// match its length.
+    #[error("the request body")]
+    Body(#[source] Cause),
+}
+
+impl ExchangeError {
+    /// Whether the connection may have been closed by the upstream while it
+    /// was kept: nothing at all came back.
+    fn is_stale(&self) -> bool {
+        matches!(
+            self,
+            ExchangeError::Write(_) | ExchangeError::Closed | ExchangeError::Read(_)
+        )
+    }
+}
+
+/// How the request body is framed on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RequestEncoding {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// Sends `request` to `address` and reads the response head. The URI's
+/// authority is the address (the shared HTTP/1.1 pool's requests).
+pub async fn exchange<B>(
+    connector: &Connector,
+    address: SocketAddr,
+    mut request: Request<B>,
+) -> Result<Response<Http1Body>, ExchangeError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Cause>,
+{
+    let encoding = frame(&mut request);
+    let mut kept = check_out(address);
+    loop {
+        let reused = kept.is_some();
+        let connection = match kept.take() {
+            Some(connection) => connection,
+            // Boxed: opening is rare once connections are kept, and its
+            // future (a TLS handshake's included) is large to carry in
+            // every request's.
+            None => Box::pin(connector.connect(request.uri())).await?,
+        };
+        match send_on(connection, address, &mut request, encoding).await {
+            // Sent again only without a body: the first try consumed none.
+            Err(error) if reused && encoding == RequestEncoding::None && error.is_stale() => {
+                tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
+            }
+            result => return result,
+        }
+    }
+}
+
+/// The framing the request is sent with, its headers set to say it; what
+/// hyper's client did, so upstreams see the same heads: a body that has
+/// ended is sent as none, a length given is kept, a known size becomes
+/// `Content-Length`, and an unknown one is chunked (nothing for `GET`,
+/// `HEAD` and `CONNECT`, which have no body).
+fn frame<B: Body>(request: &mut Request<B>) -> RequestEncoding {
+    let headers = request.headers();
+    let length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+    let chunked = headers.contains_key(header::TRANSFER_ENCODING);
+    let body = request.body();
+    if body.is_end_stream() {
+        request.headers_mut().remove(header::TRANSFER_ENCODING);
+        return RequestEncoding::None;
+    }
+    if chunked {
+        request.headers_mut().remove(header::CONTENT_LENGTH);
+        return RequestEncoding::Chunked;
+    }
+    if let Some(length) = length {
+        return RequestEncoding::Length(length);
+    }
+    if let Some(length) = body.size_hint().exact() {
+        request
+            .headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        return RequestEncoding::Length(length);
+    }
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::CONNECT
+    ) {
+        return RequestEncoding::None;
+    }
+    request.headers_mut().insert(
+        header::TRANSFER_ENCODING,
+        HeaderValue::from_static("chunked"),
+    );
+    RequestEncoding::Chunked
+}
+
+async fn send_on<B>(
+    mut connection: UpstreamConnection,
+    address: SocketAddr,
+    request: &mut Request<B>,
+    encoding: RequestEncoding,
+) -> Result<Response<Http1Body>, ExchangeError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Cause>,
+{
+    write_head(&mut connection, request)
+        .await
+        .map_err(ExchangeError::Write)?;
+    let mut buffer = buffers::lend();
+    let is_head = request.method() == Method::HEAD;
+    let (parsed, body_sent) = if encoding == RequestEncoding::None {
+        (
+            read_head(&mut connection, &mut buffer, is_head).await?,
+            true,
+        )
+    } else {
+        send_body_and_read_head(&mut connection, &mut buffer, request, encoding, is_head).await?
+    };
+    let mut response = Response::new(Http1Body::new(
+        connection,
+        address,
+        buffer,
+        parsed.framing,
+        parsed.persistent && body_sent,
+    ));
+    *response.status_mut() = parsed.status;
+    *response.version_mut() = parsed.version;
+    *response.headers_mut() = parsed.headers;
+    if let Some(reason) = parsed.reason {
+        response.extensions_mut().insert(reason);
+    }
+    Ok(response)
+}
+
+/// Writes the body while watching for the answer: an upstream may answer
+/// (`413`, a redirect) before it has read the whole body, and then the
+/// answer is what counts. Returns whether the body was sent whole (only
+/// then can the connection carry another request).
+async fn send_body_and_read_head<B>(
+    connection: &mut UpstreamConnection,
+    buffer: &mut LentBuffer,
+    request: &mut Request<B>,
+    encoding: RequestEncoding,
+    is_head: bool,
+) -> Result<(ParsedHead, bool), ExchangeError>
+where
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Cause>,
+{
+    let (mut reader, mut writer) = tokio::io::split(connection);
+    let reading = read_head(&mut reader, buffer, is_head);
+    let writing = write_body(&mut writer, request.body_mut(), encoding);
+    tokio::pin!(reading, writing);
+    tokio::select! {
+        biased;
+        parsed = &mut reading => Ok((parsed?, false)),
+        written = &mut writing => {
+            written?;
+            Ok((reading.await?, true))
+        }
+    }
+}
+
+/// Writes the head from its pieces, the request line and then each field,
+/// with `writev`. The pieces are laid out anew on each poll's stack (a
+/// walk over the fields) rather than kept in the future, which lives as
+/// long as the client's connection in hyper's server: only how much was
+/// written is kept across polls.
+async fn write_head<B>(
+    connection: &mut UpstreamConnection,
+    request: &Request<B>,
+) -> io::Result<()> {
+    let mut written = 0;
+    std::future::poll_fn(|cx| {
+        if request.headers().len() <= USUAL_FIELDS {
+            poll_write_head::<{ pieces_for(USUAL_FIELDS) }, B>(
+                cx,
+                connection,
+                request,
+                &mut written,
+            )
+        } else {
+            poll_write_head::<{ pieces_for(MOST_FIELDS) }, B>(cx, connection, request, &mut written)
+        }
+    })
+    .await
+}
+
+fn poll_write_head<const N: usize, B>(
+    cx: &mut Context<'_>,
+    connection: &mut UpstreamConnection,
+    request: &Request<B>,
+    written: &mut usize,
+) -> Poll<io::Result<()>> {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or("/", |path| path.as_str());
+    loop {
+        let mut writer = HeadWriter::<N>::new();
+        let mut pieces = head_pieces(&mut writer, request.method(), target, request.headers())
+            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
+        let total: usize = pieces.iter().map(|piece| piece.len()).sum();
+        if *written == total {
+            return Poll::Ready(Ok(()));
+        }
+        IoSlice::advance_slices(&mut pieces, *written);
+        let count = ready!(Pin::new(&mut *connection).poll_write_vectored(cx, pieces))?;
+        if count == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        *written += count;
+    }
+}
+
+fn head_pieces<'a, 'w, const N: usize>(
+    writer: &'w mut HeadWriter<'a, N>,
+    method: &'a Method,
+    target: &'a str,
+    headers: &'a HeaderMap,
+) -> Result<&'w mut [IoSlice<'a>], crate::http1::HeadWriteError> {
+    writer.request_line(method.as_str().as_bytes(), target.as_bytes(), 1)?;
+    for (name, value) in headers {
+        writer.field(name.as_str().as_bytes(), value.as_bytes())?;
+    }
+    writer.finish()
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    mut pieces: &mut [IoSlice<'_>],
+) -> io::Result<()> {
+    while !pieces.is_empty() {
+        let written = writer.write_vectored(pieces).await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut pieces, written);
+    }
+    Ok(())
+}
+
+async fn write_body<W, B>(
+    writer: &mut W,
+    body: &mut B,
+    encoding: RequestEncoding,
+) -> Result<(), ExchangeError>
+where
+    W: AsyncWrite + Unpin,
+    B: Body<Data = Bytes> + Unpin,
+    B::Error: Into<Cause>,
+{
+    let mut left = match encoding {
+        RequestEncoding::Length(length) => Some(length),
+        _ => None,
+    };
+    let chunked = encoding == RequestEncoding::Chunked;
+    let mut trailers = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|error| ExchangeError::Body(error.into()))?;
+        let frame = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                trailers = frame.into_trailers().ok();
+                continue;
+            }
+        };
+        if frame.is_empty() {
+            continue;
+        }
+        if let Some(left) = &mut left {
+            *left = left
+                .checked_sub(frame.len() as u64)
+                .ok_or_else(|| ExchangeError::Body("longer than its Content-Length".into()))?;
+        }
+        let written = if chunked {
+            let size = ChunkSizeLine::new(frame.len());
+            let mut pieces = [
+                IoSlice::new(size.as_bytes()),
+                IoSlice::new(&frame),
+                IoSlice::new(b"\r\n"),
+            ];
+            write_all_vectored(writer, &mut pieces).await
+        } else {
+            writer.write_all(&frame).await
+        };
+        written.map_err(ExchangeError::Write)?;
+    }
+    if left.is_some_and(|left| left > 0) {
+        return Err(ExchangeError::Body(
+            "shorter than its Content-Length".into(),
+        ));
+    }
+    if chunked {
+        let mut end = b"0\r\n".to_vec();
+        for (name, value) in trailers.iter().flat_map(sendable_trailers) {
+            end.extend_from_slice(name.as_str().as_bytes());
+            end.extend_from_slice(b": ");
+            end.extend_from_slice(value.as_bytes());
+            end.extend_from_slice(b"\r\n");
+        }
+        end.extend_from_slice(b"\r\n");
+        writer.write_all(&end).await.map_err(ExchangeError::Write)?;
+    }
+    writer.flush().await.map_err(ExchangeError::Write)
+}
+
+/// A chunk's size line, `<hex size>\r\n` (RFC 9112 §7.1), written on the stack.
+struct ChunkSizeLine {
+    bytes: [u8; 18],
+    start: usize,
+}
+
+impl ChunkSizeLine {
+    fn new(size: usize) -> ChunkSizeLine {
+        let mut bytes = [0; 18];
+        bytes[16..].copy_from_slice(b"\r\n");
+        let mut start = 16;
+        let mut left = size;
+        loop {
+            start -= 1;
+            bytes[start] = b"0123456789ABCDEF"[left % 16];
+            left /= 16;
+            if left == 0 {
+                break;
+            }
+        }
+        ChunkSizeLine { bytes, start }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+}
+
+/// Trailer fields that may be sent: none that frames, routes or controls
+/// the message (RFC 9110 §6.5.1).
+fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+    trailers.iter().filter(|(name, _)| {
+        !matches!(
+            *name,
+            &header::CONTENT_LENGTH
+                | &header::TRANSFER_ENCODING
+                | &header::HOST
+                | &header::TRAILER
+                | &header::TE
+                | &header::CONNECTION
+                | &header::CONTENT_TYPE
+                | &header::CONTENT_ENCODING
+        )
+    })
+}
+
+/// A final response head, read and parsed.
+struct ParsedHead {
+    status: StatusCode,
+    version: Version,
+    headers: HeaderMap,
+    /// The upstream's reason phrase, when not the status's usual one.
+    reason: Option<hyper::ext::ReasonPhrase>,
+    framing: ResponseFraming,
+    persistent: bool,
+}
+
+/// Reads until a final response head is whole (interim `1xx` answers are
+/// read past), and leaves what followed it in `buffer`.
+async fn read_head<R: AsyncRead + Unpin>(
+    reader: &mut R,
+    buffer: &mut LentBuffer,
+    is_head: bool,
+) -> Result<ParsedHead, ExchangeError> {
+    loop {
+        if let Some((parsed, head_len)) = parse(buffer, is_head)? {
+            buffer.consume(head_len);
+            match parsed {
+                Some(parsed) => return Ok(parsed),
+                None => continue,
+            }
+        }
+        if buffer.spare().is_empty() {
+            buffer.grow().map_err(|_| ExchangeError::HeadTooLarge)?;
+        }
+        let read = reader
+            .read(buffer.spare())
+            .await
+            .map_err(ExchangeError::Read)?;
+        if read == 0 {
+            return Err(ExchangeError::Closed);
+        }
+        buffer.mark_filled(read);
+    }
+}
+
+/// The head at the start of `buffer` and its length once it is whole;
+/// `Some((None, len))` for an interim answer, to be read past.
+#[allow(clippy::type_complexity)]
+fn parse(
+    buffer: &[u8],
+    is_head: bool,
+) -> Result<Option<(Option<ParsedHead>, usize)>, ExchangeError> {
+    let head = match parse_response_head(buffer) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Ok(None),
+        Err(error) if error.is_too_large() => return Err(ExchangeError::HeadTooLarge),
+        Err(error) => return Err(ExchangeError::NotHttp(error.into())),
+    };
+    if head.is_interim() {
+        return Ok(Some((None, head.head_len)));
+    }
+    let method: &[u8] = if is_head { b"HEAD" } else { b"GET" };
+    let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
+    let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
+    let mut headers = HeaderMap::with_capacity(head.fields.len());
+    for field in head.fields.iter() {
+        let name =
+            HeaderName::from_bytes(field.name).map_err(|e| ExchangeError::NotHttp(e.into()))?;
+        let value =
+            HeaderValue::from_bytes(field.value).map_err(|e| ExchangeError::NotHttp(e.into()))?;
+        headers.append(name, value);
+    }
+    let canonical = status.canonical_reason().map(str::as_bytes);
+    let reason = (canonical != Some(head.reason))
+        .then(|| hyper::ext::ReasonPhrase::try_from(head.reason.to_vec()).ok())
+        .flatten();
+    let parsed = ParsedHead {
+        status,
+        version: if head.version == 0 {
+            Version::HTTP_10
+        } else {
+            Version::HTTP_11
+        },
+        headers,
+        reason,
+        persistent: response_persistent(&head) && framing != ResponseFraming::UntilClose,
+        framing,
+    };
+    Ok(Some((Some(parsed), head.head_len)))
+}
+
+#[cfg(test)]
+mod tests;

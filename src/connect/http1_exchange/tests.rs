@@ -1,0 +1,335 @@
+//! The exchange against real loopback upstreams that answer with scripted
+//! bytes, so what dockhand writes, and how it reads what comes back, are
+//! seen exactly (RFC 9112).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Request};
+use http_body::Frame;
+use http_body_util::{BodyExt, Full, StreamBody};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use super::*;
+use crate::connect::dial::{Dialing, PoolKey};
+use crate::connect::srv::SrvResolvers;
+use crate::resolve::Unconfigured;
+use crate::upstream::{EndpointRegistry, Transport};
+
+fn connector() -> Connector {
+    Connector {
+        key: Arc::new(PoolKey {
+            transport: Transport::Http1,
+            destination: None,
+        }),
+        dialing: Arc::new(Dialing {
+            connect_timeout: Duration::from_secs(5),
+            registry: Arc::new(EndpointRegistry::new()),
+            tls: OnceLock::new(),
+            srv: SrvResolvers {
+                system: Arc::new(Unconfigured("no DNS here".into())),
+                resolvers: Mutex::new(HashMap::new()),
+                metrics: Arc::default(),
+            },
+        }),
+    }
+}
+
+/// An upstream that answers each connection's requests with the next of
+/// `answers` (one per request, read as a head and what its length says),
+/// and records what each connection received.
+struct Upstream {
+    address: SocketAddr,
+    /// Per connection accepted, the bytes it received, in order.
+    received: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Upstream {
+    /// `script(connection index, request index)` gives the answer, or
+    /// `None` to close the connection instead.
+    async fn start(script: fn(usize, usize) -> Option<&'static [u8]>) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let record = received.clone();
+        tokio::spawn(async move {
+            let mut connections = 0;
+            while let Ok((stream, _)) = listener.accept().await {
+                let index = connections;
+                connections += 1;
+                record.lock().unwrap().push(Vec::new());
+                tokio::spawn(serve(stream, index, script, record.clone()));
+            }
+        });
+        Upstream { address, received }
+    }
+
+    fn received(&self) -> Vec<String> {
+        let received = self.received.lock().unwrap();
+        received
+            .iter()
+            .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
+            .collect()
+    }
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    connection: usize,
+    script: fn(usize, usize) -> Option<&'static [u8]>,
+    record: Arc<Mutex<Vec<Vec<u8>>>>,
+) {
+    let mut pending = Vec::new();
+    for request in 0.. {
+        // One request: its head, then its body as its length says.
+        loop {
+            if let Some(end) = find(&pending, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&pending[..end]).to_lowercase();
+                let length = head
+                    .lines()
+                    .find_map(|line| line.strip_prefix("content-length: "))
+                    .and_then(|length| length.trim().parse::<usize>().ok())
+                    .unwrap_or(0);
+                let chunked = head.contains("transfer-encoding: chunked");
+                let body_end = if chunked {
+                    find(&pending[end + 4..], b"0\r\n").and_then(|zero| {
+                        find(&pending[end + 4 + zero..], b"\r\n\r\n")
+                            .map(|last| end + 4 + zero + last + 4)
+                    })
+                } else {
+                    Some(end + 4 + length).filter(|&body_end| body_end <= pending.len())
+                };
+                if let Some(body_end) = body_end {
+                    record.lock().unwrap()[connection].extend_from_slice(&pending[..body_end]);
+                    pending.drain(..body_end);
+                    break;
+                }
+            }
+            let mut read = [0; 4096];
+            match stream.read(&mut read).await {
+                Ok(0) | Err(_) => return,
+                Ok(count) => pending.extend_from_slice(&read[..count]),
+            }
+        }
+        match script(connection, request) {
+            Some(answer) => {
+                if stream.write_all(answer).await.is_err() {
+                    return;
+                }
+            }
+            None => return,
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+fn get(upstream: &Upstream, path: &str) -> Request<Full<Bytes>> {
+    Request::builder()
+        .uri(format!("http://{}{path}", upstream.address))
+        .header("host", "app.test")
+        .body(Full::new(Bytes::new()))
+        .unwrap()
+}
+
+async fn body_of(response: Response<Http1Body>) -> (Bytes, Option<HeaderMap>) {
+    let collected = response.into_body().collect().await.unwrap();
+    let trailers = collected.trailers().cloned();
+    (collected.to_bytes(), trailers)
+}
+
+#[tokio::test]
+async fn a_request_head_is_written_as_given_and_the_connection_is_reused() {
+    let upstream =
+        Upstream::start(|_, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")).await;
+    let connector = connector();
+    for path in ["/a?x=1", "/b"] {
+        let response = exchange(&connector, upstream.address, get(&upstream, path))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-length"], "5");
+        assert_eq!(body_of(response).await.0, "hello");
+    }
+    assert_eq!(
+        upstream.received(),
+        ["GET /a?x=1 HTTP/1.1\r\nhost: app.test\r\n\r\nGET /b HTTP/1.1\r\nhost: app.test\r\n\r\n"],
+        "both requests on one connection, kept between them"
+    );
+}
+
+#[tokio::test]
+async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are_read_past() {
+    let upstream = Upstream::start(|_, _| {
+        Some(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: grpc-status\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\ngrpc-status: 0\r\n\r\n")
+    })
+    .await;
+    let connector = connector();
+    for _ in 0..2 {
+        let response = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        let (body, trailers) = body_of(response).await;
+        assert_eq!(body, "hello world");
+        assert_eq!(trailers.unwrap()["grpc-status"], "0");
+    }
+    assert_eq!(upstream.received().len(), 1, "the connection was kept");
+}
+
+#[tokio::test]
+async fn a_kept_connection_the_upstream_closed_is_replaced_for_a_bodyless_request() {
+    // The first connection answers once, then closes instead of answering
+    // again (an upstream's keep-alive timeout, just as it is reused).
+    let upstream = Upstream::start(|connection, request| match (connection, request) {
+        (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+        (0, _) => None,
+        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+    })
+    .await;
+    let connector = connector();
+    let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    assert_eq!(body_of(first).await.0, "a");
+    let second = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    assert_eq!(body_of(second).await.0, "b");
+    assert_eq!(
+        upstream.received().len(),
+        2,
+        "sent again on a new connection"
+    );
+}
+
+#[tokio::test]
+async fn a_body_without_a_length_is_read_until_close_and_the_connection_not_kept() {
+    let upstream = Upstream::start(|_, _| Some(b"HTTP/1.0 200 OK\r\n\r\nuntil close")).await;
+    let connector = connector();
+    // The upstream keeps its end open after answering: what it sent is the
+    // body so far, and dockhand waits for more or the close.
+    let response = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    assert_eq!(response.version(), http::Version::HTTP_10);
+    let mut body = response.into_body();
+    let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(first, "until close");
+    assert!(!body.is_end_stream());
+    drop(body);
+    let again = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    drop(again);
+    assert_eq!(upstream.received().len(), 2, "never reused");
+}
+
+#[tokio::test]
+async fn a_streamed_body_of_unknown_length_is_sent_chunked_with_its_declared_trailers() {
+    let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let mut trailers = HeaderMap::new();
+    trailers.insert("checksum", "abc".parse().unwrap());
+    trailers.insert("content-length", "3".parse().unwrap());
+    let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+        Ok(Frame::data(Bytes::from_static(b"abc"))),
+        Ok(Frame::data(Bytes::from(vec![b'x'; 20]))),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let request = Request::builder()
+        .method("POST")
+        .uri(format!("http://{}/upload", upstream.address))
+        .header("host", "app.test")
+        .header("trailer", "checksum")
+        .body(StreamBody::new(futures_util::stream::iter(frames)))
+        .unwrap();
+    let response = exchange(&connector(), upstream.address, request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    assert!(response.body().is_end_stream());
+    assert_eq!(
+        upstream.received(),
+        ["POST /upload HTTP/1.1\r\nhost: app.test\r\ntrailer: checksum\r\ntransfer-encoding: chunked\r\n\r\n3\r\nabc\r\n14\r\nxxxxxxxxxxxxxxxxxxxx\r\n0\r\nchecksum: abc\r\n\r\n"],
+        "RFC 9112 §7.1: sizes in hex; §7.1.2: no framing field as a trailer"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_before_the_whole_body_is_read_is_the_answer() {
+    // The upstream answers 413 as soon as it has the head, and reads nothing more.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = vec![0; 1024];
+        let _ = stream.read(&mut head).await;
+        let _ = stream
+            .write_all(b"HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n")
+            .await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    });
+    let body = Full::new(Bytes::from(vec![b'x'; 32 * 1024 * 1024]));
+    let request = Request::builder()
+        .method("PUT")
+        .uri(format!("http://{address}/big"))
+        .header("content-length", (32 * 1024 * 1024).to_string())
+        .body(body)
+        .unwrap();
+    let response = tokio::time::timeout(
+        Duration::from_secs(20),
+        exchange(&connector(), address, request),
+    )
+    .await
+    .expect("the answer is not held behind the body")
+    .unwrap();
+    assert_eq!(response.status(), 413);
+}
+
+#[tokio::test]
+async fn what_is_not_an_http_response_or_too_large_a_head_is_told_apart() {
+    let garbage = Upstream::start(|_, _| Some(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")).await;
+    let error = exchange(&connector(), garbage.address, get(&garbage, "/"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ExchangeError::NotHttp(_)), "{error:?}");
+
+    static HUGE: OnceLock<Vec<u8>> = OnceLock::new();
+    let huge = Upstream::start(|_, _| {
+        Some(HUGE.get_or_init(|| {
+            let mut head = b"HTTP/1.1 200 OK\r\n".to_vec();
+            for index in 0..2000 {
+                head.extend_from_slice(
+                    format!("x-filler-{index}: {}\r\n", "v".repeat(40)).as_bytes(),
+                );
+            }
+            head.extend_from_slice(b"\r\n");
+            head
+        }))
+    })
+    .await;
+    let error = exchange(&connector(), huge.address, get(&huge, "/"))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, ExchangeError::HeadTooLarge), "{error:?}");
+}
+
+#[test]
+fn chunk_size_lines_are_hex() {
+    for (size, line) in [
+        (0, "0\r\n"),
+        (10, "A\r\n"),
+        (4096, "1000\r\n"),
+        (usize::MAX, "FFFFFFFFFFFFFFFF\r\n"),
+    ] {
+        assert_eq!(ChunkSizeLine::new(size).as_bytes(), line.as_bytes());
+    }
+}
