@@ -29,7 +29,12 @@
 //!   upgrades, graceful shutdown),
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
-//! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial).
+//! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial),
+//!   and dockhand's own HTTP/1.1 exchange with upstream addresses (its
+//!   idle connections kept per worker thread), hyper's client for the rest.
+//! - `http1`: HTTP/1.1 on the wire (RFC 9112) as bytes: heads parsed in
+//!   place, framing, the chunked decoder, heads written from pieces, and
+//!   the read buffers a worker thread lends. Knows no routing or sockets.
 //! - `admin`: the admin listener: what is served and why (hosts, addresses,
 //!   diagnostics), health probes, behind a token off loopback.
 //! - `metrics`: Prometheus metrics, counted by the parts above as things
