@@ -333,3 +333,28 @@ fn chunk_size_lines_are_hex() {
         assert_eq!(ChunkSizeLine::new(size).as_bytes(), line.as_bytes());
     }
 }
+
+#[tokio::test]
+async fn a_connection_with_bytes_after_the_body_or_a_body_left_unread_is_not_kept() {
+    // The first answer says 2 bytes and sends 3: the third answers nothing.
+    let upstream = Upstream::start(|connection, _| match connection {
+        0 => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokX"),
+        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789"),
+    })
+    .await;
+    let connector = connector();
+    let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    assert_eq!(body_of(first).await.0, "ok");
+    // Dropped before its end, as when the client goes away.
+    let unread = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    drop(unread);
+    let last = exchange(&connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    assert_eq!(body_of(last).await.0, "0123456789");
+    assert_eq!(upstream.received().len(), 3, "a new connection each time");
+}
