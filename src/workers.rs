@@ -295,3 +295,43 @@ fn with_own_pools(state: &ProxyState) -> ProxyState {
         https_port: state.https_port,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// The kernel's socket a descriptor refers to (`socket:[inode]`).
+    fn socket_of(listener: &std::net::TcpListener) -> std::path::PathBuf {
+        std::fs::read_link(format!("/proc/self/fd/{}", listener.as_raw_fd())).unwrap()
+    }
+
+    #[test]
+    fn a_port_held_by_another_listener_is_refused_though_workers_share_it() {
+        let first = bind_shared_port("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = first.local_addr().unwrap();
+        let error = bind_shared_port(address).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse, "{error}");
+        let sibling = sibling_of(&first).unwrap();
+        assert_eq!(sibling.local_addr().unwrap(), address);
+    }
+
+    #[tokio::test]
+    async fn each_worker_gets_a_socket_of_its_own_where_the_port_is_shared() {
+        let given = bind_shared_port("127.0.0.1:0".parse().unwrap()).unwrap();
+        let address = given.local_addr().unwrap();
+        let listeners = per_worker(TcpListener::from_std(given).unwrap(), 3, "http").unwrap();
+        let sockets: std::collections::BTreeSet<_> = listeners.iter().map(socket_of).collect();
+        assert_eq!(sockets.len(), 3, "{sockets:?}");
+        for listener in &listeners {
+            assert_eq!(listener.local_addr().unwrap(), address);
+        }
+        let plain = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listeners = per_worker(plain, 2, "http").unwrap();
+        assert_eq!(
+            socket_of(&listeners[0]),
+            socket_of(&listeners[1]),
+            "one socket"
+        );
+    }
+}
