@@ -105,8 +105,9 @@ pub async fn check(settings: &Settings) -> Result<(), Error> {
 /// Serves on `listeners` until `shutdown` resolves, then drains in-flight
 /// requests for up to the shutdown timeout. Fails at start when the settings
 /// or the routes file are bad. Client connections are served by
-/// `settings.workers` threads of their own; the rest (providers, checks,
-/// ACME, the admin listener) runs on the caller's runtime.
+/// `settings.workers` threads of their own (one worker alone serves on the
+/// caller's runtime); the rest (providers, checks, ACME, the admin
+/// listener) runs on the caller's runtime.
 pub async fn run(
     listeners: Listeners,
     settings: Settings,
@@ -238,7 +239,7 @@ pub async fn run(
         shutdown.await;
         stop.cancel();
     };
-    let ((), drained) = tokio::join!(stopping, workers.drained());
+    let ((), drained) = tokio::join!(stopping, workers.serve());
     if !drained {
         tracing::warn!(timeout = ?settings.shutdown_timeout, "shutdown timeout reached with requests still in flight");
     }

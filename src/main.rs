@@ -48,7 +48,8 @@ fn main() -> ExitCode {
         Err(error) => tracing::warn!(%error, "the open-file limit could not be raised"),
     }
     // This thread runs the control side (providers, checks, ACME, the admin
-    // listener); `run` starts the worker threads that serve clients.
+    // listener); `run` starts the worker threads that serve clients, or
+    // serves here too with one worker.
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build();

@@ -6,7 +6,8 @@
 //! request never waits on another thread. This module owns starting the
 //! workers, the listeners each one gets, and waiting for them to drain; the
 //! control side (providers, health checks, ACME, the admin listener) is not
-//! its business and stays on the runtime that calls `run`.
+//! its business and stays on the runtime that calls `run`, where a single
+//! worker serves too.
 
 use std::io;
 use std::net::SocketAddr;
@@ -107,22 +108,53 @@ pub struct DataPath {
 
 /// The running workers.
 pub struct Workers {
-    /// Each worker says there whether it drained within the shutdown timeout.
+    /// One worker alone serves on the caller's runtime, as everything did
+    /// before there were workers: the binary's is a current-thread one, so
+    /// the process then runs on one thread, and a caller's paused clock
+    /// (tests, the `request_head` fuzz target) governs its timeouts.
+    here: Option<ServedHere>,
+    /// Each worker thread says there whether it drained within the
+    /// shutdown timeout.
     drained: Vec<oneshot::Receiver<bool>>,
+    stop: CancellationToken,
     /// Dropped with `run` before it returns (its caller gave up on it): the
-    /// workers then stop at once, as the tasks of one runtime did.
+    /// worker threads then stop at once, as the tasks of one runtime would.
     _abandon: DropGuard,
+}
+
+/// The one worker that runs on the caller's runtime.
+struct ServedHere {
+    http: TcpListener,
+    https: HttpsListener<TcpListener>,
+    state: Arc<ProxyState>,
+    settings: ServerSettings,
 }
 
 impl Workers {
     /// Starts `count` workers serving `path` until `stop` is cancelled, and
-    /// returns once every one of them listens.
+    /// returns once every worker thread listens; `serve` then serves.
     pub async fn start(
         count: NonZeroUsize,
         path: DataPath,
         stop: CancellationToken,
     ) -> Result<Workers, Error> {
+        let abandon = CancellationToken::new();
+        let mut workers = Workers {
+            here: None,
+            drained: Vec::with_capacity(count.get()),
+            stop: stop.clone(),
+            _abandon: abandon.clone().drop_guard(),
+        };
         let count = count.get();
+        if count == 1 {
+            workers.here = Some(ServedHere {
+                http: path.http,
+                https: path.https,
+                state: Arc::new(with_own_pools(&path.state)),
+                settings: path.settings,
+            });
+            return Ok(workers);
+        }
         let for_workers = |listener, scheme| {
             per_worker(listener, count, scheme)
                 .map_err(|error| Error::WorkerListener { scheme, error })
@@ -131,11 +163,6 @@ impl Workers {
         let (mut https, tls) = match path.https {
             Some((listener, tls)) => (Some(for_workers(listener, "https")?.into_iter()), Some(tls)),
             None => (None, None),
-        };
-        let abandon = CancellationToken::new();
-        let mut workers = Workers {
-            drained: Vec::with_capacity(count),
-            _abandon: abandon.clone().drop_guard(),
         };
         let mut started = Vec::with_capacity(count);
         for (index, http) in http.into_iter().enumerate() {
@@ -168,17 +195,33 @@ impl Workers {
         Ok(workers)
     }
 
-    /// Waits until every worker has drained (each within the shutdown
+    /// Serves with the worker that runs here, if it is the only one, and
+    /// waits until every worker has drained (each within the shutdown
     /// timeout of the stop); whether all of them finished their requests.
-    pub async fn drained(self) -> bool {
-        let mut all = true;
-        for drained in self.drained {
-            all &= drained.await.unwrap_or_else(|_| {
-                tracing::error!("a worker thread ended without draining");
-                false
-            });
-        }
-        all
+    pub async fn serve(self) -> bool {
+        let here = async {
+            match self.here {
+                Some(ServedHere {
+                    http,
+                    https,
+                    state,
+                    settings,
+                }) => serve(http, https, state, settings, self.stop).await,
+                None => true,
+            }
+        };
+        let threads = async {
+            let mut all = true;
+            for drained in self.drained {
+                all &= drained.await.unwrap_or_else(|_| {
+                    tracing::error!("a worker thread ended without draining");
+                    false
+                });
+            }
+            all
+        };
+        let (here_drained, threads_drained) = tokio::join!(here, threads);
+        here_drained && threads_drained
     }
 }
 
