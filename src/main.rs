@@ -50,10 +50,7 @@ fn main() -> ExitCode {
     // This thread runs the control side (providers, checks, ACME, the admin
     // listener); `run` starts the worker threads that serve clients, or
     // serves here too with one worker.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    let runtime = match runtime {
+    let runtime = match dockhand::workers::current_thread_runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "can't start the runtime");
@@ -144,10 +141,7 @@ fn listening(
 
 /// `dockhand healthcheck`: asks the admin listener whether dockhand is ready.
 fn healthcheck(flags: &Flags, settings: &Settings) -> ExitCode {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    let answer = match runtime {
+    let answer = match dockhand::workers::current_thread_runtime() {
         Ok(runtime) => runtime.block_on(dockhand::admin::healthcheck(
             flags.admin_listen,
             settings.admin_token.as_ref(),

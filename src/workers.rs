@@ -96,6 +96,14 @@ fn per_worker(
     Ok(listeners)
 }
 
+/// A runtime on the calling thread, with I/O and timers: each worker
+/// thread's, and the binary's.
+pub fn current_thread_runtime() -> io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
+
 /// What the workers serve: the listeners as given (they become the first
 /// worker's), the state every request uses, and the server's settings.
 pub struct DataPath {
@@ -251,10 +259,7 @@ impl Worker {
             state,
             settings,
         } = self;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build();
-        let runtime = match runtime {
+        let runtime = match current_thread_runtime() {
             Ok(runtime) => runtime,
             Err(error) => {
                 let _ = listens.send(Err(error));

@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::support::*;
+use super::tls_support::{client_config, https_connection, TestCa};
 
 const HOST: &str = "w.test";
 
@@ -37,12 +38,16 @@ fn two_workers() -> dockhand::settings::Settings {
     }
 }
 
-/// dockhand in process with two workers, on a listener bound as the binary
-/// binds it (`SO_REUSEPORT`), so each worker has a listener of its own.
-async fn proxy_with_two_workers(routes: &str) -> Proxy {
+/// A listener bound as the binary binds its own (`SO_REUSEPORT`), so each
+/// worker gets a listener of its own.
+fn shared_port_listener() -> TcpListener {
     let listener = dockhand::workers::bind_shared_port("127.0.0.1:0".parse().unwrap()).unwrap();
-    let listener = TcpListener::from_std(listener).unwrap();
-    Proxy::try_start_on(listener, routes, two_workers())
+    TcpListener::from_std(listener).unwrap()
+}
+
+/// dockhand in process with two workers, each with a listener of its own.
+async fn proxy_with_two_workers(routes: &str) -> Proxy {
+    Proxy::try_start_on(shared_port_listener(), routes, two_workers())
         .await
         .expect("proxy starts")
 }
@@ -51,8 +56,17 @@ async fn proxy_with_two_workers(routes: &str) -> Proxy {
 /// `backend` has seen two upstream connections (one per worker), each
 /// answered by `backend`; how many were sent.
 async fn until_both_workers_served(proxy: &Proxy, backend: &Backend, name: &str) -> usize {
+    until_both_workers_served_by(backend, name, || get(proxy.addr, HOST, "/")).await
+}
+
+/// As [`until_both_workers_served`], each request sent by `send`.
+async fn until_both_workers_served_by<F, Fut>(backend: &Backend, name: &str, mut send: F) -> usize
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Reply>,
+{
     for sent in 1..=TRIES {
-        let reply = get(proxy.addr, HOST, "/").await;
+        let reply = send().await;
         assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
         assert_eq!(reply.header("x-backend"), name, "request {sent}");
         if backend.connection_count() == 2 {
@@ -76,6 +90,28 @@ async fn two_workers_each_serve_with_upstream_pools_of_their_own() {
     }
     assert_eq!(backend.connection_count(), 2, "one per worker");
     assert_eq!(backend.request_count(), sent + 20);
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn https_is_served_by_every_worker() {
+    let backend = Backend::echo("a").await;
+    let ca = TestCa::new("dockhand workers test CA");
+    let certs = tempfile::tempdir().unwrap();
+    ca.leaf(HOST).write_pair(certs.path(), "w");
+    let mut settings = two_workers();
+    settings.tls.certs_dir = Some(certs.path().to_owned());
+    let (http, https) = (shared_port_listener(), shared_port_listener());
+    let proxy = Proxy::start_on(http, https, &one_route(HOST, backend.addr), settings).await;
+    let (address, config) = (proxy.https.unwrap(), client_config(ca.roots(), &[]));
+    until_both_workers_served_by(&backend, "a", || {
+        let config = config.clone();
+        async move {
+            let mut connection = https_connection(address, HOST, config).await;
+            connection.get(HOST, "/").await
+        }
+    })
+    .await;
     proxy.stop().await;
 }
 
