@@ -120,7 +120,7 @@ pub struct Workers {
     /// before there were workers: the binary's is a current-thread one, so
     /// the process then runs on one thread, and a caller's paused clock
     /// (tests, the `request_head` fuzz target) governs its timeouts.
-    here: Option<ServedHere>,
+    here: Option<Worker<TcpListener>>,
     /// Each worker thread says there whether it drained within the
     /// shutdown timeout.
     drained: Vec<oneshot::Receiver<bool>>,
@@ -128,14 +128,6 @@ pub struct Workers {
     /// Dropped with `run` before it returns (its caller gave up on it): the
     /// worker threads then stop at once, as the tasks of one runtime would.
     _abandon: DropGuard,
-}
-
-/// The one worker that runs on the caller's runtime.
-struct ServedHere {
-    http: TcpListener,
-    https: HttpsListener<TcpListener>,
-    state: Arc<ProxyState>,
-    settings: ServerSettings,
 }
 
 impl Workers {
@@ -155,7 +147,7 @@ impl Workers {
         };
         let count = count.get();
         if count == 1 {
-            workers.here = Some(ServedHere {
+            workers.here = Some(Worker {
                 http: path.http,
                 https: path.https,
                 state: Arc::new(with_own_pools(&path.state)),
@@ -209,12 +201,7 @@ impl Workers {
     pub async fn serve(self) -> bool {
         let here = async {
             match self.here {
-                Some(ServedHere {
-                    http,
-                    https,
-                    state,
-                    settings,
-                }) => serve(http, https, state, settings, self.stop).await,
+                Some(worker) => worker.serve(self.stop).await,
                 None => true,
             }
         };
@@ -233,17 +220,16 @@ impl Workers {
     }
 }
 
-/// One worker's own parts.
-struct Worker {
-    http: std::net::TcpListener,
-    https: HttpsListener<std::net::TcpListener>,
+/// One worker's own parts: its listeners (`std`'s until its thread has a
+/// runtime to register them with), and its state.
+struct Worker<L> {
+    http: L,
+    https: Option<(L, Arc<TlsTermination>)>,
     state: Arc<ProxyState>,
     settings: ServerSettings,
 }
 
-type HttpsListener<L> = Option<(L, Arc<TlsTermination>)>;
-
-impl Worker {
+impl Worker<std::net::TcpListener> {
     /// The worker thread: says on `listens` whether it could start, serves
     /// until `stop`, then says on `drained` whether it drained in time.
     fn run(
@@ -253,12 +239,6 @@ impl Worker {
         stop: CancellationToken,
         abandon: CancellationToken,
     ) {
-        let Worker {
-            http,
-            https,
-            state,
-            settings,
-        } = self;
         let runtime = match current_thread_runtime() {
             Ok(runtime) => runtime,
             Err(error) => {
@@ -267,8 +247,8 @@ impl Worker {
             }
         };
         let finished = runtime.block_on(async move {
-            let (http, https) = match registered(http, https) {
-                Ok(listeners) => listeners,
+            let worker = match self.registered() {
+                Ok(worker) => worker,
                 Err(error) => {
                     let _ = listens.send(Err(error));
                     return false;
@@ -276,57 +256,62 @@ impl Worker {
             };
             let _ = listens.send(Ok(()));
             tokio::select! {
-                drained = serve(http, https, state, settings, stop) => drained,
+                drained = worker.serve(stop) => drained,
                 () = abandon.cancelled() => false,
             }
         });
         let _ = drained.send(finished);
     }
+
+    /// The listeners registered with the calling thread's runtime; moved,
+    /// not copied, so that each closes when its accept loop stops.
+    fn registered(self) -> io::Result<Worker<TcpListener>> {
+        let https = match self.https {
+            Some((listener, tls)) => Some((TcpListener::from_std(listener)?, tls)),
+            None => None,
+        };
+        Ok(Worker {
+            http: TcpListener::from_std(self.http)?,
+            https,
+            state: self.state,
+            settings: self.settings,
+        })
+    }
 }
 
-/// The listeners, registered with the calling thread's runtime; moved, not
-/// copied, so that each closes when its accept loop stops.
-fn registered(
-    http: std::net::TcpListener,
-    https: HttpsListener<std::net::TcpListener>,
-) -> io::Result<(TcpListener, HttpsListener<TcpListener>)> {
-    let https = match https {
-        Some((listener, tls)) => Some((TcpListener::from_std(listener)?, tls)),
-        None => None,
-    };
-    Ok((TcpListener::from_std(http)?, https))
-}
-
-/// Serves one worker's listeners until `stop`; both stop accepting at once
-/// and drain side by side. Whether both drained within the timeout.
-async fn serve(
-    http: TcpListener,
-    https: HttpsListener<TcpListener>,
-    state: Arc<ProxyState>,
-    settings: ServerSettings,
-    stop: CancellationToken,
-) -> bool {
-    let https = {
-        let (state, settings, stop) = (state.clone(), settings.clone(), stop.clone());
-        async move {
-            match https {
-                Some((listener, tls)) => {
-                    let transport = Transport::Https(tls);
-                    proxy::serve(listener, transport, state, settings, stop.cancelled_owned()).await
+impl Worker<TcpListener> {
+    /// Serves until `stop`; both listeners stop accepting at once and drain
+    /// side by side. Whether both drained within the timeout.
+    async fn serve(self, stop: CancellationToken) -> bool {
+        let Worker {
+            http,
+            https,
+            state,
+            settings,
+        } = self;
+        let https = {
+            let (state, settings, stop) = (state.clone(), settings.clone(), stop.clone());
+            async move {
+                match https {
+                    Some((listener, tls)) => {
+                        let transport = Transport::Https(tls);
+                        let stop = stop.cancelled_owned();
+                        proxy::serve(listener, transport, state, settings, stop).await
+                    }
+                    None => true,
                 }
-                None => true,
             }
-        }
-    };
-    let http = proxy::serve(
-        http,
-        Transport::Http,
-        state,
-        settings,
-        stop.cancelled_owned(),
-    );
-    let (http_drained, https_drained) = tokio::join!(http, https);
-    http_drained && https_drained
+        };
+        let http = proxy::serve(
+            http,
+            Transport::Http,
+            state,
+            settings,
+            stop.cancelled_owned(),
+        );
+        let (http_drained, https_drained) = tokio::join!(http, https);
+        http_drained && https_drained
+    }
 }
 
 /// `state` with upstream pools of a worker's own; the rest is shared.
