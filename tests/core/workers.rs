@@ -340,3 +340,42 @@ fn zero_workers_is_refused() {
         assert!(stderr.contains("1 or more"), "{stderr}");
     }
 }
+
+/// The port is shared with the binary's own workers only: a second dockhand
+/// on it is refused, as before there were workers.
+#[tokio::test]
+async fn a_second_process_on_the_port_is_refused() {
+    let backend = Backend::echo("a").await;
+    let first = ProxyProcess::start(&one_route(HOST, backend.addr), &["--workers", "2"]).await;
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let second = Command::new(env!("CARGO_BIN_EXE_dockhand"))
+        .args(["--no-docker", "--log-format", "json", "--workers", "2"])
+        .arg("--routes")
+        .arg(first.routes_path())
+        .args(["--http-listen", &first.addr.to_string()])
+        .args(["--admin-listen", &free_port().to_string()])
+        .stdout(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let mut second = KilledOnDrop(second);
+    let mut exited = None;
+    eventually("the second process exits", || {
+        exited = second.0.try_wait().unwrap();
+        std::future::ready(exited.is_some())
+    })
+    .await;
+    let stdout = std::fs::read_to_string(log.path()).unwrap();
+    assert_eq!(exited.unwrap().code(), Some(1), "{stdout}");
+    assert!(stdout.contains("can't listen for HTTP"), "{stdout}");
+    assert_eq!(get(first.addr, HOST, "/").await.status, StatusCode::OK);
+}
+
+/// A process ended with the test, should it still run (a test that fails).
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
