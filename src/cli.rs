@@ -177,8 +177,9 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_network)]
     pub trusted_proxies: Vec<IpNet>,
 
-    /// Worker threads serving requests, at least 1 (default: the number of CPUs).
-    #[arg(long, env = "DOCKHAND_WORKERS")]
+    /// Threads that accept and serve client connections, each with its own
+    /// upstream pools; at least 1 (default: the CPUs dockhand may use).
+    #[arg(long, env = "DOCKHAND_WORKERS", value_parser = parse_workers)]
     pub workers: Option<NonZeroUsize>,
 
     /// Log format (default: pretty on a terminal, else json).
@@ -316,6 +317,7 @@ impl Flags {
             },
             trusted_proxies: self.trusted_proxies.clone(),
             dns_resolver: self.dns_resolver,
+            workers: self.workers.unwrap_or_else(defaults::workers),
         })
     }
 
@@ -383,6 +385,16 @@ impl Flags {
             )
         })
     }
+}
+
+/// A count of workers: 1 or more.
+fn parse_workers(text: &str) -> Result<NonZeroUsize, String> {
+    let count: usize = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of worker threads"))?;
+    NonZeroUsize::new(count)
+        .ok_or_else(|| "0 workers would serve nothing: give 1 or more".to_owned())
 }
 
 /// A CIDR (`10.0.0.0/8`) or a single address (`10.0.0.1`, taken as /32 or /128).
@@ -467,10 +479,12 @@ mod tests {
     fn zero_workers_is_refused() {
         let error = parse(&["--workers", "0"]).unwrap_err().to_string();
         assert!(error.contains("--workers"), "{error}");
-        assert_eq!(
-            parse(&["--workers", "1"]).unwrap().workers,
-            NonZeroUsize::new(1)
-        );
+        assert!(error.contains("1 or more"), "{error}");
+        let error = parse(&["--workers", "many"]).unwrap_err().to_string();
+        assert!(error.contains("`many`"), "{error}");
+        let settings = |args: &[&str]| parse(args).unwrap().settings(None).unwrap();
+        assert_eq!(settings(&["--workers", "1"]).workers.get(), 1);
+        assert_eq!(settings(&[]).workers, defaults::workers());
     }
 
     #[test]

@@ -23,4 +23,12 @@ pub enum Error {
     TlsConfig(#[source] rustls::Error),
     #[error("the admin listener's address is unknown: {0}")]
     AdminListener(#[source] std::io::Error),
+    #[error("the {scheme} listener can't be given to every worker: {error}")]
+    WorkerListener {
+        scheme: &'static str,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("the worker threads can't start: {0}")]
+    Workers(#[source] std::io::Error),
 }

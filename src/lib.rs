@@ -43,6 +43,8 @@
 //! - `tls`: HTTPS termination: certificates by SNI (from files and ACME),
 //!   the rustls configuration, ACME's challenge answers.
 //! - `limits`: the process's open-file limit, raised at start.
+//! - `workers`: the `--workers` threads, each accepting and serving client
+//!   connections on listeners and upstream pools of its own.
 
 pub mod admin;
 pub mod config;
@@ -60,6 +62,7 @@ pub mod settings;
 mod sync;
 pub mod tls;
 pub mod upstream;
+pub mod workers;
 
 pub use error::Error;
 
@@ -67,6 +70,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use tokio::net::TcpListener;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use admin::AdminState;
@@ -74,13 +78,14 @@ use config::{Desired, ProviderId};
 use connect::UpstreamClient;
 use metrics::Metrics;
 use provider::file::{self, FileProvider};
-use proxy::{ErrorKind, ProxyState, ServerSettings, TlsTermination, Transport};
+use proxy::{ErrorKind, ProxyState, ServerSettings, TlsTermination};
 use resolve::{CountedDns, Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
 use settings::Settings;
 use tls::files::CertsDir;
 use tls::TlsState;
 use upstream::{run_checks, tcp_probe, EndpointRegistry};
+use workers::{DataPath, Workers};
 
 /// The sockets dockhand serves on, bound by the caller (port 0 in tests).
 pub struct Listeners {
@@ -105,7 +110,10 @@ pub async fn check(settings: &Settings) -> Result<(), Error> {
 
 /// Serves on `listeners` until `shutdown` resolves, then drains in-flight
 /// requests for up to the shutdown timeout. Fails at start when the settings
-/// or the routes file are bad.
+/// or the routes file are bad. Client connections are served by
+/// `settings.workers` threads of their own (one worker alone serves on the
+/// caller's runtime); the rest (providers, checks, ACME, the admin
+/// listener) runs on the caller's runtime.
 pub async fn run(
     listeners: Listeners,
     settings: Settings,
@@ -122,10 +130,11 @@ pub async fn run(
         Router::new(registry.clone(), settings.upstream_wait).with_metrics(metrics.clone()),
     );
     let dns: Arc<dyn Dns> = Arc::new(CountedDns::new(name_server(&settings), metrics.clone()));
-    let mut background = Vec::new();
+    // Aborted when `run` returns or is dropped.
+    let mut background = JoinSet::new();
     if let Some(path) = &settings.routes_file {
         let provider = FileProvider::start(path.clone(), router.clone(), dns.clone()).await?;
-        background.push(tokio::spawn(provider.watch(settings.routes_poll_interval)));
+        background.spawn(provider.watch(settings.routes_poll_interval));
     }
     let awaited = awaited_providers(&settings);
     let names = NameResolver::spawn(
@@ -134,21 +143,21 @@ pub async fn run(
         router.watch_moves(),
         router.clone(),
     );
-    background.push(tokio::spawn(run_checks(
+    background.spawn(run_checks(
         registry.clone(),
         tcp_probe(settings.connect_timeout),
-    )));
-    background.push(tokio::spawn({
+    ));
+    background.spawn({
         let router = router.clone();
         async move { router.expire_grace_periods().await }
-    }));
+    });
     if let Some(docker) = settings.docker.clone() {
-        background.push(tokio::spawn(provider::docker::run_provider(
+        background.spawn(provider::docker::run_provider(
             docker,
             router.clone(),
             dns.clone(),
             metrics.clone(),
-        )));
+        ));
     }
     // Where plain HTTP is redirected: the port the HTTPS listener is bound to.
     let https_port = listeners
@@ -172,21 +181,19 @@ pub async fn run(
             };
             router.publish(ProviderId::Certificates, desired);
         };
-        background.push(tokio::spawn(
-            certs.watch(settings.tls.certs_poll_interval, publish),
-        ));
+        background.spawn(certs.watch(settings.tls.certs_poll_interval, publish));
     }
     if let Some(acme) = &settings.tls.acme {
         // Stored certificates are served from the first handshake; ordering
         // runs in the background and never delays serving.
         let loaded = tls::acme::load(acme, &tls).await;
-        background.push(tokio::spawn(tls::acme::run(
+        background.spawn(tls::acme::run(
             acme.clone(),
             loaded,
             tls.clone(),
             router.clone(),
             metrics.clone(),
-        )));
+        ));
     }
     let state = Arc::new(ProxyState {
         router,
@@ -212,7 +219,7 @@ pub async fn run(
             token: settings.admin_token.clone(),
             awaited,
         };
-        background.push(tokio::spawn(admin::serve(listener, Arc::new(admin))));
+        background.spawn(admin::serve(listener, Arc::new(admin)));
     }
     let server_settings = ServerSettings {
         header_read_timeout: settings.header_read_timeout,
@@ -220,8 +227,6 @@ pub async fn run(
         shutdown_timeout: settings.shutdown_timeout,
         trusted_proxies: settings.trusted_proxies.clone(),
     };
-    // Both listeners stop accepting at once and drain side by side.
-    let stop = CancellationToken::new();
     let https = match listeners.https {
         Some(listener) => {
             let termination = TlsTermination::new(
@@ -230,40 +235,25 @@ pub async fn run(
                 settings.tls.handshake_timeout,
             )
             .map_err(Error::TlsConfig)?;
-            let transport = Transport::Https(Arc::new(termination));
-            Some(proxy::serve(
-                listener,
-                transport,
-                state.clone(),
-                server_settings.clone(),
-                stop.clone().cancelled_owned(),
-            ))
+            Some((listener, Arc::new(termination)))
         }
         None => None,
     };
-    let http = proxy::serve(
-        listeners.http,
-        Transport::Http,
+    let data_path = DataPath {
+        http: listeners.http,
+        https,
         state,
-        server_settings,
-        stop.clone().cancelled_owned(),
-    );
+        settings: server_settings,
+    };
+    let stop = CancellationToken::new();
+    let workers = Workers::start(settings.workers, data_path, stop.clone()).await?;
     let stopping = async move {
         shutdown.await;
         stop.cancel();
     };
-    let https = async move {
-        match https {
-            Some(https) => https.await,
-            None => true,
-        }
-    };
-    let ((), http_drained, https_drained) = tokio::join!(stopping, http, https);
-    if !(http_drained && https_drained) {
+    let ((), drained) = tokio::join!(stopping, workers.serve());
+    if !drained {
         tracing::warn!(timeout = ?settings.shutdown_timeout, "shutdown timeout reached with requests still in flight");
-    }
-    for task in background {
-        task.abort();
     }
     Ok(())
 }

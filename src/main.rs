@@ -47,17 +47,10 @@ fn main() -> ExitCode {
         Ok(_) => {}
         Err(error) => tracing::warn!(%error, "the open-file limit could not be raised"),
     }
-    // One worker runs everything on one thread: no wake-ups cross threads.
-    let mut runtime = match flags.workers.map(|workers| workers.get()) {
-        Some(1) => tokio::runtime::Builder::new_current_thread(),
-        Some(workers) => {
-            let mut runtime = tokio::runtime::Builder::new_multi_thread();
-            runtime.worker_threads(workers);
-            runtime
-        }
-        None => tokio::runtime::Builder::new_multi_thread(),
-    };
-    let runtime = match runtime.enable_all().build() {
+    // This thread runs the control side (providers, checks, ACME, the admin
+    // listener); `run` starts the worker threads that serve clients, or
+    // serves here too with one worker.
+    let runtime = match dockhand::workers::current_thread_runtime() {
         Ok(runtime) => runtime,
         Err(error) => {
             tracing::error!(%error, "can't start the runtime");
@@ -72,17 +65,18 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
         tracing::error!("{error}");
         return ExitCode::FAILURE;
     }
-    let Some(http) = bind(flags.http_listen, "HTTP").await else {
+    let Some(http) = bind_for_workers(flags.http_listen, "HTTP") else {
         return ExitCode::FAILURE;
     };
     let https = match settings.tls.https_wanted() {
-        true => match bind(flags.https_listen, "HTTPS").await {
+        true => match bind_for_workers(flags.https_listen, "HTTPS") {
             Some(listener) => Some(listener),
             None => return ExitCode::FAILURE,
         },
         false => None,
     };
-    let Some(admin) = bind(flags.admin_listen, "the admin API").await else {
+    let admin = tokio::net::TcpListener::bind(flags.admin_listen).await;
+    let Some(admin) = listening(admin, flags.admin_listen, "the admin API") else {
         return ExitCode::FAILURE;
     };
     let (Ok(mut terminate), Ok(mut interrupt)) = (
@@ -117,9 +111,23 @@ async fn serve(flags: Flags, settings: Settings) -> ExitCode {
     }
 }
 
-/// A listener on `address` for `what`; `None` (logged) when it can't be bound.
-async fn bind(address: std::net::SocketAddr, what: &str) -> Option<tokio::net::TcpListener> {
-    match tokio::net::TcpListener::bind(address).await {
+/// A listener on `address` for `what` that every worker can bind a
+/// listener of its own beside (`SO_REUSEPORT`), so the kernel spreads
+/// connections over the workers.
+fn bind_for_workers(address: std::net::SocketAddr, what: &str) -> Option<tokio::net::TcpListener> {
+    let bound =
+        dockhand::workers::bind_shared_port(address).and_then(tokio::net::TcpListener::from_std);
+    listening(bound, address, what)
+}
+
+/// The listener bound on `address` for `what`; `None` (logged) when it
+/// can't be.
+fn listening(
+    bound: std::io::Result<tokio::net::TcpListener>,
+    address: std::net::SocketAddr,
+    what: &str,
+) -> Option<tokio::net::TcpListener> {
+    match bound {
         Ok(listener) => {
             tracing::info!(%address, "listening for {what}");
             Some(listener)
@@ -133,10 +141,7 @@ async fn bind(address: std::net::SocketAddr, what: &str) -> Option<tokio::net::T
 
 /// `dockhand healthcheck`: asks the admin listener whether dockhand is ready.
 fn healthcheck(flags: &Flags, settings: &Settings) -> ExitCode {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build();
-    let answer = match runtime {
+    let answer = match dockhand::workers::current_thread_runtime() {
         Ok(runtime) => runtime.block_on(dockhand::admin::healthcheck(
             flags.admin_listen,
             settings.admin_token.as_ref(),
@@ -212,6 +217,8 @@ where
     S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
     W: for<'writer> fmt::MakeWriter<'writer> + Send + Sync + 'static,
 {
+    // Which worker (`dockhand-worker-N`) or the control thread (`main`) logged.
+    let layer = layer.with_thread_names(true);
     match format {
         LogFormat::Json => layer.json().flatten_event(true).boxed(),
         LogFormat::Pretty => layer.boxed(),

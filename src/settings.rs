@@ -7,6 +7,7 @@
 
 use std::fmt;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
@@ -41,6 +42,13 @@ pub mod defaults {
     pub const DOCKER_RELIST_INTERVAL: &str = "60s";
     pub const LOG_LEVEL: &str = "info";
     pub const ACCESS_LOG: &str = "stdout";
+
+    /// `--workers`: the CPUs this process may use (std counts its CPU
+    /// affinity and cgroup quota), or 1 when that can't be told. Computed,
+    /// so not a text like the others.
+    pub fn workers() -> super::NonZeroUsize {
+        std::thread::available_parallelism().unwrap_or(super::NonZeroUsize::MIN)
+    }
 }
 
 /// Process-wide settings.
@@ -82,6 +90,9 @@ pub struct Settings {
     pub admin_token: Option<AdminToken>,
     /// HTTPS: where certificates come from, and the handshake's bounds.
     pub tls: TlsSettings,
+    /// The threads that accept and serve client connections, each with its
+    /// own listeners and upstream pools (see `workers`).
+    pub workers: NonZeroUsize,
 }
 
 /// HTTPS termination: certificates from a directory and/or ACME.
@@ -260,6 +271,7 @@ impl Default for Settings {
             docker: Some(DockerSettings::default()),
             admin_token: None,
             tls: TlsSettings::default(),
+            workers: defaults::workers(),
         }
     }
 }

@@ -85,6 +85,9 @@ fn start() -> Harness {
             // resolver configuration out of it.
             dns_resolver: Some("127.0.0.1:9".parse().unwrap()),
             docker: None,
+            // One worker serves on this runtime, whose paused clock then
+            // times dockhand's timeouts too.
+            workers: std::num::NonZeroUsize::MIN,
             ..Settings::default()
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();

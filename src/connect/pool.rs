@@ -107,6 +107,18 @@ where
                 metrics,
             },
         });
+        UpstreamClient::over(dialing)
+    }
+
+    /// A client with pools of its own, empty, that opens connections as
+    /// this one does (the connect timeout, upstream TLS, the SRV caches are
+    /// shared): each worker thread's. A pooled connection's task runs on
+    /// the runtime that opened it, so pools are never shared between workers.
+    pub fn with_own_pools(&self) -> UpstreamClient<B> {
+        UpstreamClient::over(self.dialing.clone())
+    }
+
+    fn over(dialing: Arc<Dialing>) -> UpstreamClient<B> {
         let shared = PoolKey {
             transport: Transport::Http1,
             destination: None,

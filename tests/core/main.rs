@@ -37,3 +37,4 @@ mod tls_support;
 mod tls_upstreams;
 mod upgrades;
 mod upstream_faults;
+mod workers;

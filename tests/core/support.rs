@@ -468,11 +468,14 @@ pub struct Proxy {
     _dir: tempfile::TempDir,
 }
 
-/// Served from the routes file alone: no Docker.
+/// Served from the routes file alone: no Docker. One worker, so what a
+/// test counts (upstream connections of a pool, say) does not depend on the
+/// machine's CPUs; tests/core/workers.rs asks for more.
 pub fn test_settings() -> Settings {
     Settings {
         routes_poll_interval: Duration::from_millis(50),
         docker: None,
+        workers: std::num::NonZeroUsize::MIN,
         ..Settings::default()
     }
 }
