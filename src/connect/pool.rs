@@ -107,7 +107,7 @@ where
                 metrics,
             },
         });
-        UpstreamClient::over(dialing)
+        UpstreamClient::over(engine, dialing)
     }
 
     /// A client with pools of its own, empty, that opens connections as
@@ -115,10 +115,10 @@ where
     /// shared): each worker thread's. A pooled connection's task runs on
     /// the runtime that opened it, so pools are never shared between workers.
     pub fn with_own_pools(&self) -> UpstreamClient<B> {
-        UpstreamClient::over(self.dialing.clone())
+        UpstreamClient::over(self.engine, self.dialing.clone())
     }
 
-    fn over(dialing: Arc<Dialing>) -> UpstreamClient<B> {
+    fn over(engine: Http1Engine, dialing: Arc<Dialing>) -> UpstreamClient<B> {
         let shared = PoolKey {
             transport: Transport::Http1,
             destination: None,
