@@ -9,7 +9,10 @@
 //!
 //! A kept connection the upstream closed just as it was reused fails before
 //! any byte of an answer; a request with no body is then sent once more, on
-//! a new connection, since the upstream can't have acted on it.
+//! a new connection, if the upstream can't have read it (writing it failed)
+//! or if reading it twice is harmless (an idempotent method: RFC 9110
+//! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
+//! came back, the upstream had the request: it is never sent again.
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
@@ -115,9 +118,14 @@ pub enum ExchangeError {
     /// The upstream closed the connection before a whole response head.
     #[error("the upstream closed the connection before a response head")]
     Closed,
-    /// Reading the answer failed (a reset).
+    /// Reading the answer failed (a reset) before any byte of it came.
     #[error("reading the response head: {0}")]
     Read(#[source] io::Error),
+    /// The connection ended (closed or reset) part way through an answer
+    /// (a head begun, or an interim `1xx` given): the upstream had the
+    /// request, so this is not a kept connection found dead.
+    #[error("the upstream's answer ended before a whole response head: {0}")]
+    CutAnswer(#[source] io::Error),
     #[error(
         "the response head is larger than {} bytes",
         crate::http1::MAX_HEAD_BYTES
@@ -133,13 +141,16 @@ pub enum ExchangeError {
 }
 
 impl ExchangeError {
-    /// Whether the connection may have been closed by the upstream while it
-    /// was kept: nothing at all came back.
-    fn is_stale(&self) -> bool {
-        matches!(
-            self,
-            ExchangeError::Write(_) | ExchangeError::Closed | ExchangeError::Read(_)
-        )
+    /// Whether a bodyless request may be sent again on a new connection
+    /// after this error on a kept one (which the upstream may have closed
+    /// while it was kept): nothing at all came back, and either the request
+    /// could not be written or `method` is idempotent (RFC 9110 §9.2.2).
+    fn allows_resending(&self, method: &Method) -> bool {
+        match self {
+            ExchangeError::Write(_) => true,
+            ExchangeError::Closed | ExchangeError::Read(_) => method.is_idempotent(),
+            _ => false,
+        }
     }
 }
 
@@ -175,7 +186,11 @@ where
         };
         match send_on(connection, address, &mut request, encoding).await {
             // Sent again only without a body: the first try consumed none.
-            Err(error) if reused && encoding == RequestEncoding::None && error.is_stale() => {
+            Err(error)
+                if reused
+                    && encoding == RequestEncoding::None
+                    && error.allows_resending(request.method()) =>
+            {
                 tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
             }
             result => return result,
@@ -495,14 +510,17 @@ struct ParsedHead {
 }
 
 /// Reads until a final response head is whole (interim `1xx` answers are
-/// read past), and leaves what followed it in `buffer`.
+/// read past), and leaves what followed it in `buffer`. The connection's
+/// end is `Closed` or `Read` only while nothing at all has come back.
 async fn read_head<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut LentBuffer,
     is_head: bool,
 ) -> Result<ParsedHead, ExchangeError> {
+    let mut interim_read = false;
     loop {
         if let Some((parsed, head_len)) = parse(buffer, is_head)? {
+            interim_read = true;
             buffer.consume(head_len);
             match parsed {
                 Some(parsed) => return Ok(parsed),
@@ -512,12 +530,22 @@ async fn read_head<R: AsyncRead + Unpin>(
         if buffer.spare().is_empty() {
             buffer.grow().map_err(|_| ExchangeError::HeadTooLarge)?;
         }
+        let answered = interim_read || !buffer.is_empty();
         let read = reader
             .read(buffer.spare())
             .await
-            .map_err(ExchangeError::Read)?;
-        if read == 0 {
-            return Err(ExchangeError::Closed);
+            .map_err(|error| match answered {
+                true => ExchangeError::CutAnswer(error),
+                false => ExchangeError::Read(error),
+            })?;
+        match (read, answered) {
+            (0, true) => {
+                return Err(ExchangeError::CutAnswer(
+                    io::ErrorKind::UnexpectedEof.into(),
+                ))
+            }
+            (0, false) => return Err(ExchangeError::Closed),
+            _ => {}
         }
         buffer.mark_filled(read);
     }

@@ -41,7 +41,8 @@ fn connector() -> Connector {
 
 /// An upstream that answers each connection's requests with the next of
 /// `answers` (one per request, read as a head and what its length says),
-/// and records what each connection received.
+/// and records what each connection received. An answer that ends with
+/// `THEN_CLOSE` is sent without it, and the connection closed after it.
 struct Upstream {
     address: SocketAddr,
     /// Per connection accepted, the bytes it received, in order.
@@ -117,7 +118,8 @@ async fn serve(
         }
         match script(connection, request) {
             Some(answer) => {
-                if stream.write_all(answer).await.is_err() {
+                let cut = answer.strip_suffix(THEN_CLOSE);
+                if stream.write_all(cut.unwrap_or(answer)).await.is_err() || cut.is_some() {
                     return;
                 }
             }
@@ -125,6 +127,10 @@ async fn serve(
         }
     }
 }
+
+/// Ends a scripted answer: the upstream closes the connection once it has
+/// sent what comes before (an upstream that crashed while answering).
+const THEN_CLOSE: &[u8] = b"<then close>";
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
@@ -357,4 +363,80 @@ async fn a_connection_with_bytes_after_the_body_or_a_body_left_unread_is_not_kep
         .unwrap();
     assert_eq!(body_of(last).await.0, "0123456789");
     assert_eq!(upstream.received().len(), 3, "a new connection each time");
+}
+
+/// What the upstream got on each connection, as a count of request lines.
+fn requests_per_connection(upstream: &Upstream, method: &str) -> Vec<usize> {
+    upstream
+        .received()
+        .iter()
+        .map(|received| received.matches(&format!("{method} / HTTP/1.1")).count())
+        .collect()
+}
+
+/// A request is sent again on a new connection only when the kept one
+/// returned nothing at all: an answer cut part way (a head begun, or an
+/// interim `1xx` and then the close) shows the upstream had the request,
+/// and may have acted on it (RFC 9110 §9.2.2).
+#[tokio::test]
+async fn a_request_is_not_sent_again_once_part_of_an_answer_came_back() {
+    // The first connection answers its first request, then part of an
+    // answer to the second before it closes; later ones answer whole.
+    let cuts: [fn(usize, usize) -> Option<&'static [u8]>; 2] = [
+        |connection, request| match (connection, request) {
+            (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+            (0, _) => Some(b"HTTP/1.1 200 OK\r\nContent-Le<then close>"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+        },
+        |connection, request| match (connection, request) {
+            (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+            (0, _) => Some(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n<then close>"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+        },
+    ];
+    for cut in cuts {
+        let upstream = Upstream::start(cut).await;
+        let connector = connector();
+        let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .unwrap();
+        assert_eq!(body_of(first).await.0, "a");
+        let error = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .expect_err("the cut answer is the outcome");
+        assert!(matches!(error, ExchangeError::CutAnswer(_)), "{error:?}");
+        assert_eq!(requests_per_connection(&upstream, "GET"), [2], "sent once");
+    }
+}
+
+/// RFC 9110 §9.2.2: a proxy must not retry a request whose method is not
+/// idempotent by itself. A bodyless POST on a kept connection that the
+/// upstream closed without a word may still have been acted on.
+#[tokio::test]
+async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
+    let upstream = Upstream::start(|connection, request| match (connection, request) {
+        (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+        (0, _) => None,
+        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+    })
+    .await;
+    let connector = connector();
+    let post = || {
+        Request::builder()
+            .method("POST")
+            .uri(format!("http://{}/", upstream.address))
+            .header("host", "app.test")
+            .header("content-length", "0")
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    let first = exchange(&connector, upstream.address, post())
+        .await
+        .unwrap();
+    assert_eq!(body_of(first).await.0, "a");
+    let error = exchange(&connector, upstream.address, post())
+        .await
+        .expect_err("the close is the outcome");
+    assert!(matches!(error, ExchangeError::Closed), "{error:?}");
+    assert_eq!(requests_per_connection(&upstream, "POST"), [2], "sent once");
 }
