@@ -4,8 +4,9 @@
 //! the body streamed (while the answer is watched for: an upstream may
 //! answer before it has read everything), the response head parsed by
 //! `http1`, and the response body read by `http1_body`, which puts the
-//! connection back in the pool once the body has ended. No task, channel or
-//! lock sits between a request and its upstream connection.
+//! connection back in the pool once the body has ended. No task or channel
+//! sits between a request and its upstream connection, and no lock but the
+//! thread pool's own, which only its sweeper shares.
 //!
 //! A kept connection the upstream closed just as it was reused fails before
 //! any byte of an answer; a request with no body is then sent once more, on
@@ -14,10 +15,10 @@
 //! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
 //! came back, the upstream had the request: it is never sent again.
 
-use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -38,6 +39,7 @@ use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::{
     parse_response_head, response_framing, response_persistent, ResponseFraming, MAX_HEADERS,
 };
+use crate::sync::lock;
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -61,10 +63,14 @@ const MOST_FIELDS: usize = MAX_HEADERS + 32;
 const USUAL_FIELDS: usize = 32;
 
 thread_local! {
-    static IDLE: RefCell<ThreadPool> = RefCell::new(ThreadPool {
+    /// Shared with the thread's sweeper only, which holds it: a task of a
+    /// multi-thread runtime may be woken on another thread than the one
+    /// that spawned it, and must still sweep this pool (the lock is never
+    /// contended but by a sweep, once a second).
+    static IDLE: Arc<Mutex<ThreadPool>> = Arc::new(Mutex::new(ThreadPool {
         idle: IdlePool::new(IDLE_LIMITS),
         sweeping: false,
-    });
+    }));
 }
 
 /// A worker thread's idle connections, and whether its sweeper runs.
@@ -74,33 +80,33 @@ struct ThreadPool {
 }
 
 fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
-    IDLE.with(|pool| pool.borrow_mut().idle.check_out(&address, Instant::now()))
+    IDLE.with(|pool| lock(pool).idle.check_out(&address, Instant::now()))
 }
 
 /// Keeps `connection`, and starts the thread's sweeper if it is not running.
-/// The sweeper is a task of the worker's own runtime (a current-thread
-/// one, so it runs on this thread and sweeps this thread's pool); it ends
-/// when nothing is kept, so an idle worker has none.
+/// The sweeper is a task of the worker's own runtime that sweeps this
+/// thread's pool (wherever it runs); it ends when nothing is kept, so an
+/// idle worker has none.
 pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
     let start_sweeper = IDLE.with(|pool| {
-        let mut pool = pool.borrow_mut();
-        pool.idle.check_in(address, connection, Instant::now());
-        !std::mem::replace(&mut pool.sweeping, true)
+        let mut kept = lock(pool);
+        kept.idle.check_in(address, connection, Instant::now());
+        (!std::mem::replace(&mut kept.sweeping, true)).then(|| pool.clone())
     });
-    if start_sweeper {
-        tokio::spawn(sweep_while_kept());
+    if let Some(pool) = start_sweeper {
+        tokio::spawn(sweep_while_kept(pool));
     }
 }
 
-async fn sweep_while_kept() {
+async fn sweep_while_kept(pool: Arc<Mutex<ThreadPool>>) {
     loop {
         tokio::time::sleep(SWEEP_INTERVAL).await;
-        let done = IDLE.with(|pool| {
-            let mut pool = pool.borrow_mut();
+        let done = {
+            let mut pool = lock(&pool);
             let done = pool.idle.sweep(Instant::now()) == 0;
             pool.sweeping = !done;
             done
-        });
+        };
         if done {
             return;
         }

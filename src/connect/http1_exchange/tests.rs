@@ -440,3 +440,51 @@ async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
     assert!(matches!(error, ExchangeError::Closed), "{error:?}");
     assert_eq!(requests_per_connection(&upstream, "POST"), [2], "sent once");
 }
+
+/// A connection kept by a thread that is not one of the runtime's workers
+/// (here the thread of `block_on`; in dockhand's multi-thread runtime, any
+/// worker whose sweeper is woken on another) is still swept: the sweeper
+/// must sweep the pool it was started for, not that of the thread it
+/// happens to run on, or a connection the upstream closed stays open (a
+/// file descriptor in CLOSE_WAIT) until a request to it comes again.
+#[test]
+fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let upstream = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = vec![0; 1024];
+            let _ = stream.read(&mut head).await.unwrap();
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            // The upstream's keep-alive timeout: it closes its side, and
+            // waits to see dockhand close its own.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            stream.shutdown().await.unwrap();
+            tokio::time::timeout(Duration::from_secs(10), stream.read(&mut head)).await
+        });
+        let request = Request::builder()
+            .uri(format!("http://{address}/"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = exchange(&connector(), address, request).await.unwrap();
+        assert_eq!(
+            body_of(response).await.0,
+            "ok",
+            "and the connection is kept"
+        );
+        let closed = upstream.await.unwrap();
+        assert!(
+            matches!(closed, Ok(Ok(0))),
+            "dockhand closes the connection the upstream closed: {closed:?}"
+        );
+    });
+}
