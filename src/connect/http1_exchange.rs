@@ -260,14 +260,11 @@ where
         .await
         .map_err(ExchangeError::Write)?;
     let mut buffer = buffers::lend();
-    let is_head = request.method() == Method::HEAD;
+    let method = framing_method(request.method());
     let (parsed, body_sent) = if encoding == RequestEncoding::None {
-        (
-            read_head(&mut connection, &mut buffer, is_head).await?,
-            true,
-        )
+        (read_head(&mut connection, &mut buffer, method).await?, true)
     } else {
-        send_body_and_read_head(&mut connection, &mut buffer, request, encoding, is_head).await?
+        send_body_and_read_head(&mut connection, &mut buffer, request, encoding, method).await?
     };
     let mut response = Response::new(Http1Body::new(
         connection,
@@ -294,14 +291,14 @@ async fn send_body_and_read_head<B>(
     buffer: &mut LentBuffer,
     request: &mut Request<B>,
     encoding: RequestEncoding,
-    is_head: bool,
+    method: &'static [u8],
 ) -> Result<(ParsedHead, bool), ExchangeError>
 where
     B: Body<Data = Bytes> + Unpin,
     B::Error: Into<Cause>,
 {
     let (mut reader, mut writer) = tokio::io::split(connection);
-    let reading = read_head(&mut reader, buffer, is_head);
+    let reading = read_head(&mut reader, buffer, method);
     let writing = write_body(&mut writer, request.body_mut(), encoding);
     tokio::pin!(reading, writing);
     tokio::select! {
@@ -504,6 +501,23 @@ fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName,
     })
 }
 
+/// The request's method as far as the response's framing goes: a `HEAD`'s
+/// answer has no body, nor has a `CONNECT`'s `2xx`; the others' have theirs.
+fn framing_method(method: &Method) -> &'static [u8] {
+    match *method {
+        Method::HEAD => b"HEAD",
+        Method::CONNECT => b"CONNECT",
+        _ => b"GET",
+    }
+}
+
+/// Whether the connection speaks something else than HTTP/1.1 after this
+/// answer, and so can't be kept: a `101` switched protocols (RFC 9110
+/// §15.2.2), a `2xx` to `CONNECT` made it a tunnel (RFC 9110 §9.3.6).
+fn ends_http(status: u16, method: &[u8]) -> bool {
+    status == 101 || (method == b"CONNECT" && (200..300).contains(&status))
+}
+
 /// A final response head, read and parsed.
 struct ParsedHead {
     status: StatusCode,
@@ -521,11 +535,11 @@ struct ParsedHead {
 async fn read_head<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut LentBuffer,
-    is_head: bool,
+    method: &'static [u8],
 ) -> Result<ParsedHead, ExchangeError> {
     let mut interim_read = false;
     loop {
-        if let Some((parsed, head_len)) = parse(buffer, is_head)? {
+        if let Some((parsed, head_len)) = parse(buffer, method)? {
             interim_read = true;
             buffer.consume(head_len);
             match parsed {
@@ -562,7 +576,7 @@ async fn read_head<R: AsyncRead + Unpin>(
 #[allow(clippy::type_complexity)]
 fn parse(
     buffer: &[u8],
-    is_head: bool,
+    method: &'static [u8],
 ) -> Result<Option<(Option<ParsedHead>, usize)>, ExchangeError> {
     let head = match parse_response_head(buffer) {
         Ok(Some(head)) => head,
@@ -573,7 +587,6 @@ fn parse(
     if head.is_interim() {
         return Ok(Some((None, head.head_len)));
     }
-    let method: &[u8] = if is_head { b"HEAD" } else { b"GET" };
     let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let mut headers = HeaderMap::with_capacity(head.fields.len());
@@ -597,7 +610,9 @@ fn parse(
         },
         headers,
         reason,
-        persistent: response_persistent(&head) && framing != ResponseFraming::UntilClose,
+        persistent: response_persistent(&head)
+            && framing != ResponseFraming::UntilClose
+            && !ends_http(head.status, method),
         framing,
     };
     Ok(Some((Some(parsed), head.head_len)))

@@ -488,3 +488,44 @@ fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
         );
     });
 }
+
+/// RFC 9110 §15.2.2 and §9.3.6: after a `101` the connection speaks another
+/// protocol, and after a `2xx` to `CONNECT` it is a tunnel; either way it
+/// carries no further HTTP/1.1 request, and the answer has no body (the
+/// proxy refuses a switch nobody asked for). hyper's client never reuses
+/// such a connection either.
+#[tokio::test]
+async fn a_connection_that_switched_protocols_or_became_a_tunnel_is_not_kept() {
+    let switches: [(&str, fn(usize, usize) -> Option<&'static [u8]>); 2] = [
+        ("GET", |connection, _| {
+            match connection {
+            0 => Some(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"),
+        }
+        }),
+        ("CONNECT", |connection, _| match connection {
+            0 => Some(b"HTTP/1.1 200 Connection established\r\nContent-Length: 9\r\n\r\n"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"),
+        }),
+    ];
+    for (method, switch) in switches {
+        let upstream = Upstream::start(switch).await;
+        let connector = connector();
+        let request = Request::builder()
+            .method(method)
+            .uri(format!("http://{}/", upstream.address))
+            .header("host", "app.test")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let switched = exchange(&connector, upstream.address, request)
+            .await
+            .unwrap();
+        assert!(switched.body().is_end_stream(), "{method}: no body");
+        drop(switched);
+        let next = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .unwrap();
+        assert_eq!(body_of(next).await.0, "new", "{method}");
+        assert_eq!(upstream.received().len(), 2, "{method}: a new connection");
+    }
+}
