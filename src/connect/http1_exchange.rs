@@ -483,8 +483,9 @@ impl ChunkSizeLine {
     }
 }
 
-/// Trailer fields that may be sent: none that frames, routes or controls
-/// the message (RFC 9110 §6.5.1).
+/// Trailer fields that may be sent: none that frames, routes, controls,
+/// authenticates or describes the message, which are evaluated before its
+/// content (RFC 9110 §6.5.1); hyper's client drops the same ones.
 fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
     trailers.iter().filter(|(name, _)| {
         !matches!(
@@ -497,6 +498,11 @@ fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName,
                 | &header::CONNECTION
                 | &header::CONTENT_TYPE
                 | &header::CONTENT_ENCODING
+                | &header::CONTENT_RANGE
+                | &header::AUTHORIZATION
+                | &header::CACHE_CONTROL
+                | &header::MAX_FORWARDS
+                | &header::SET_COOKIE
         )
     })
 }

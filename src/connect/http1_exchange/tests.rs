@@ -529,3 +529,40 @@ async fn a_connection_that_switched_protocols_or_became_a_tunnel_is_not_kept() {
         assert_eq!(upstream.received().len(), 2, "{method}: a new connection");
     }
 }
+
+/// RFC 9110 §6.5.1: fields that authenticate, control caching or describe
+/// the content are evaluated before the content, so they are never sent
+/// as trailers (hyper's client drops the same ones).
+#[tokio::test]
+async fn trailers_that_must_come_before_the_content_are_not_sent() {
+    let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let mut trailers = HeaderMap::new();
+    for (name, value) in [
+        ("authorization", "Bearer late"),
+        ("cache-control", "no-store"),
+        ("content-range", "bytes 0-1/2"),
+        ("max-forwards", "1"),
+        ("set-cookie", "a=b"),
+        ("checksum", "abc"),
+    ] {
+        trailers.insert(name, value.parse().unwrap());
+    }
+    let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+        Ok(Frame::data(Bytes::from_static(b"abc"))),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let request = Request::builder()
+        .method("POST")
+        .uri(format!("http://{}/upload", upstream.address))
+        .body(StreamBody::new(futures_util::stream::iter(frames)))
+        .unwrap();
+    let response = exchange(&connector(), upstream.address, request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    let received = upstream.received().concat();
+    assert!(
+        received.ends_with("\r\n\r\n3\r\nabc\r\n0\r\nchecksum: abc\r\n\r\n"),
+        "{received}"
+    );
+}
