@@ -43,6 +43,10 @@ fn connector() -> Connector {
 /// `answers` (one per request, read as a head and what its length says),
 /// and records what each connection received. An answer that ends with
 /// `THEN_CLOSE` is sent without it, and the connection closed after it.
+/// What an upstream answers: `script(connection index, request index)`
+/// gives the answer, or `None` to close the connection instead.
+type Script = fn(usize, usize) -> Option<&'static [u8]>;
+
 struct Upstream {
     address: SocketAddr,
     /// Per connection accepted, the bytes it received, in order.
@@ -50,9 +54,7 @@ struct Upstream {
 }
 
 impl Upstream {
-    /// `script(connection index, request index)` gives the answer, or
-    /// `None` to close the connection instead.
-    async fn start(script: fn(usize, usize) -> Option<&'static [u8]>) -> Upstream {
+    async fn start(script: Script) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -81,7 +83,7 @@ impl Upstream {
 async fn serve(
     mut stream: TcpStream,
     connection: usize,
-    script: fn(usize, usize) -> Option<&'static [u8]>,
+    script: Script,
     record: Arc<Mutex<Vec<Vec<u8>>>>,
 ) {
     let mut pending = Vec::new();
@@ -382,7 +384,7 @@ fn requests_per_connection(upstream: &Upstream, method: &str) -> Vec<usize> {
 async fn a_request_is_not_sent_again_once_part_of_an_answer_came_back() {
     // The first connection answers its first request, then part of an
     // answer to the second before it closes; later ones answer whole.
-    let cuts: [fn(usize, usize) -> Option<&'static [u8]>; 2] = [
+    let cuts: [Script; 2] = [
         |connection, request| match (connection, request) {
             (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
             (0, _) => Some(b"HTTP/1.1 200 OK\r\nContent-Le<then close>"),
@@ -496,7 +498,7 @@ fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
 /// such a connection either.
 #[tokio::test]
 async fn a_connection_that_switched_protocols_or_became_a_tunnel_is_not_kept() {
-    let switches: [(&str, fn(usize, usize) -> Option<&'static [u8]>); 2] = [
+    let switches: [(&str, Script); 2] = [
         ("GET", |connection, _| {
             match connection {
             0 => Some(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"),
