@@ -32,7 +32,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::connection::UpstreamConnection;
 use super::dial::Connector;
 use super::error::ConnectError;
-use super::http1_body::Http1Body;
+use super::http1_body::{Http1Body, RestOfBody, Source};
 use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
@@ -176,10 +176,13 @@ pub async fn exchange<B>(
     mut request: Request<B>,
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Cause>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Cause> + Send,
 {
     let encoding = frame(&mut request);
+    // The body is taken by the try that sends it (there is no other: only
+    // a bodyless request is sent again), and may outlive the exchange.
+    let mut request = request.map(Some);
     let mut kept = check_out(address);
     loop {
         let reused = kept.is_some();
@@ -249,29 +252,36 @@ fn frame<B: Body>(request: &mut Request<B>) -> RequestEncoding {
 async fn send_on<B>(
     mut connection: UpstreamConnection,
     address: SocketAddr,
-    request: &mut Request<B>,
+    request: &mut Request<Option<B>>,
     encoding: RequestEncoding,
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Cause>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Cause> + Send,
 {
     write_head(&mut connection, request)
         .await
         .map_err(ExchangeError::Write)?;
     let mut buffer = buffers::lend();
     let method = framing_method(request.method());
-    let (parsed, body_sent) = if encoding == RequestEncoding::None {
-        (read_head(&mut connection, &mut buffer, method).await?, true)
-    } else {
-        send_body_and_read_head(&mut connection, &mut buffer, request, encoding, method).await?
+    let body = request.body_mut().take();
+    let (parsed, source) = match body {
+        Some(body) if encoding != RequestEncoding::None => {
+            send_body_and_read_head(connection, &mut buffer, body, encoding, method).await?
+        }
+        _ => {
+            let parsed = read_head(&mut connection, &mut buffer, method).await?;
+            (parsed, Source::Whole(connection))
+        }
     };
+    // Kept only once the body was sent whole.
+    let reusable = parsed.persistent && matches!(source, Source::Whole(_));
     let mut response = Response::new(Http1Body::new(
-        connection,
+        source,
         address,
         buffer,
         parsed.framing,
-        parsed.persistent && body_sent,
+        reusable,
     ));
     *response.status_mut() = parsed.status;
     *response.version_mut() = parsed.version;
@@ -283,30 +293,51 @@ where
 }
 
 /// Writes the body while watching for the answer: an upstream may answer
-/// (`413`, a redirect) before it has read the whole body, and then the
-/// answer is what counts. Returns whether the body was sent whole (only
-/// then can the connection carry another request).
+/// (`413`, a redirect, or a stream that echoes the body as it reads it)
+/// before it has read the whole body, and then the answer is what counts.
+/// The rest of the body is then still written, beside the response body's
+/// reading (`Source::Sharing`), as hyper's client does: an upstream that
+/// goes on reading waits for it (RFC 9112 §9.5 lets a client stop only
+/// for an answer that refuses the body; one that does closes the
+/// connection, which ends the writing). The connection is whole again
+/// (and may be kept) only once the body was sent whole before the answer.
 async fn send_body_and_read_head<B>(
-    connection: &mut UpstreamConnection,
+    connection: UpstreamConnection,
     buffer: &mut LentBuffer,
-    request: &mut Request<B>,
+    mut body: B,
     encoding: RequestEncoding,
     method: &'static [u8],
-) -> Result<(ParsedHead, bool), ExchangeError>
+) -> Result<(ParsedHead, Source), ExchangeError>
 where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Cause>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Cause> + Send,
 {
     let (mut reader, mut writer) = tokio::io::split(connection);
-    let reading = read_head(&mut reader, buffer, method);
-    let writing = write_body(&mut writer, request.body_mut(), encoding);
-    tokio::pin!(reading, writing);
-    tokio::select! {
-        biased;
-        parsed = &mut reading => Ok((parsed?, false)),
-        written = &mut writing => {
-            written?;
-            Ok((reading.await?, true))
+    // Boxed, so that it can go on in the response body if the answer comes first.
+    let mut writing: RestOfBody = Box::pin(async move {
+        write_body(&mut writer, &mut body, encoding).await?;
+        Ok(writer)
+    });
+    // `Ok`: the answer came first; `Err`: the body was sent first (its writer).
+    let first = {
+        let reading = read_head(&mut reader, buffer, method);
+        tokio::pin!(reading);
+        tokio::select! {
+            biased;
+            parsed = &mut reading => Ok(parsed?),
+            written = &mut writing => Err(written?),
+        }
+    };
+    match first {
+        Ok(early) => {
+            let rest = Some(writing);
+            Ok((early, Source::Sharing { reader, rest }))
+        }
+        // The body was sent whole first: the head is read on (what was
+        // read of it so far is in `buffer`), and the connection is whole.
+        Err(writer) => {
+            let parsed = read_head(&mut reader, buffer, method).await?;
+            Ok((parsed, Source::Whole(reader.unsplit(writer))))
         }
     }
 }
