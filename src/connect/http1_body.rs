@@ -3,8 +3,11 @@
 //! trailers, or until the upstream closes). When the body has ended, the
 //! connection goes back to the worker thread's pool if it can carry
 //! another request, and the read buffer goes back to the thread's
-//! buffers; a body dropped before its end closes the connection.
+//! buffers; a body dropped before its end closes the connection. When the
+//! answer came before the request body was sent whole, the rest of that
+//! body is written while this body is read.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -13,10 +16,10 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http_body::{Body, Frame, SizeHint};
-use tokio::io::{AsyncRead, ReadBuf};
+use tokio::io::{AsyncRead, ReadBuf, ReadHalf, WriteHalf};
 
 use super::connection::UpstreamConnection;
-use super::http1_exchange::check_in;
+use super::http1_exchange::{check_in, ExchangeError};
 use crate::http1::buffers::LentBuffer;
 use crate::http1::{ChunkedDecoder, ResponseFraming, MAX_HEADERS};
 
@@ -26,7 +29,7 @@ use crate::http1::{ChunkedDecoder, ResponseFraming, MAX_HEADERS};
 /// goes back to the thread's buffers at the end too, whenever the body
 /// itself is dropped.
 pub struct Http1Body {
-    connection: Option<UpstreamConnection>,
+    connection: Option<Source>,
     address: SocketAddr,
     /// Bytes read and not passed on yet; `None` once the body has ended.
     buffer: Option<LentBuffer>,
@@ -48,6 +51,45 @@ impl std::fmt::Debug for Http1Body {
             .field("address", &self.address)
             .field("reusable", &self.reusable)
             .finish_non_exhaustive()
+    }
+}
+
+/// The rest of a request body being written, which gives the connection's
+/// write half back once the body is sent whole.
+pub(super) type RestOfBody =
+    Pin<Box<dyn Future<Output = Result<WriteHalf<UpstreamConnection>, ExchangeError>> + Send>>;
+
+/// Where the body is read from.
+pub(super) enum Source {
+    /// The connection, the request sent whole: kept after the body if it
+    /// can carry another request.
+    Whole(UpstreamConnection),
+    /// The answer came before the request body was sent whole: the rest of
+    /// it is written as the response body is read (each poll that reads
+    /// drives it too), until it ends or the response does. The connection
+    /// is not kept.
+    Sharing {
+        reader: ReadHalf<UpstreamConnection>,
+        rest: Option<RestOfBody>,
+    },
+}
+
+impl Source {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self {
+            Source::Whole(connection) => Pin::new(connection).poll_read(cx, buf),
+            Source::Sharing { reader, rest } => {
+                // A failed write is not this body's error: the upstream's
+                // answer, read on, says what became of the request.
+                if rest
+                    .as_mut()
+                    .is_some_and(|rest| rest.as_mut().poll(cx).is_ready())
+                {
+                    *rest = None;
+                }
+                Pin::new(reader).poll_read(cx, buf)
+            }
+        }
     }
 }
 
@@ -73,7 +115,7 @@ pub enum Http1BodyError {
 
 impl Http1Body {
     pub(super) fn new(
-        connection: UpstreamConnection,
+        connection: Source,
         address: SocketAddr,
         buffer: LentBuffer,
         framing: ResponseFraming,
@@ -107,7 +149,7 @@ impl Http1Body {
     fn finish(&mut self) {
         self.state = BodyState::Done;
         let nothing_after = self.buffer.take().is_none_or(|buffer| buffer.is_empty());
-        if let Some(connection) = self.connection.take() {
+        if let Some(Source::Whole(connection)) = self.connection.take() {
             if self.reusable && nothing_after {
                 check_in(self.address, connection);
             }
@@ -157,7 +199,7 @@ impl Http1Body {
             return Poll::Ready(Ok(0));
         };
         let mut read = ReadBuf::new(buffer.spare());
-        ready!(Pin::new(connection).poll_read(cx, &mut read)).map_err(Http1BodyError::Read)?;
+        ready!(connection.poll_read(cx, &mut read)).map_err(Http1BodyError::Read)?;
         let count = read.filled().len();
         buffer.mark_filled(count);
         Poll::Ready(Ok(count))

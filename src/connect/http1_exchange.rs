@@ -4,17 +4,21 @@
 //! the body streamed (while the answer is watched for: an upstream may
 //! answer before it has read everything), the response head parsed by
 //! `http1`, and the response body read by `http1_body`, which puts the
-//! connection back in the pool once the body has ended. No task, channel or
-//! lock sits between a request and its upstream connection.
+//! connection back in the pool once the body has ended. No task or channel
+//! sits between a request and its upstream connection, and no lock but the
+//! thread pool's own, which only its sweeper shares.
 //!
 //! A kept connection the upstream closed just as it was reused fails before
 //! any byte of an answer; a request with no body is then sent once more, on
-//! a new connection, since the upstream can't have acted on it.
+//! a new connection, if the upstream can't have read it (writing it failed)
+//! or if reading it twice is harmless (an idempotent method: RFC 9110
+//! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
+//! came back, the upstream had the request: it is never sent again.
 
-use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -28,13 +32,14 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::connection::UpstreamConnection;
 use super::dial::Connector;
 use super::error::ConnectError;
-use super::http1_body::Http1Body;
+use super::http1_body::{Http1Body, RestOfBody, Source};
 use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::{
     parse_response_head, response_framing, response_persistent, ResponseFraming, MAX_HEADERS,
 };
+use crate::sync::lock;
 
 type Cause = Box<dyn std::error::Error + Send + Sync>;
 
@@ -58,10 +63,14 @@ const MOST_FIELDS: usize = MAX_HEADERS + 32;
 const USUAL_FIELDS: usize = 32;
 
 thread_local! {
-    static IDLE: RefCell<ThreadPool> = RefCell::new(ThreadPool {
+    /// Shared with the thread's sweeper only, which holds it: a task of a
+    /// multi-thread runtime may be woken on another thread than the one
+    /// that spawned it, and must still sweep this pool (the lock is never
+    /// contended but by a sweep, once a second).
+    static IDLE: Arc<Mutex<ThreadPool>> = Arc::new(Mutex::new(ThreadPool {
         idle: IdlePool::new(IDLE_LIMITS),
         sweeping: false,
-    });
+    }));
 }
 
 /// A worker thread's idle connections, and whether its sweeper runs.
@@ -71,33 +80,33 @@ struct ThreadPool {
 }
 
 fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
-    IDLE.with(|pool| pool.borrow_mut().idle.check_out(&address, Instant::now()))
+    IDLE.with(|pool| lock(pool).idle.check_out(&address, Instant::now()))
 }
 
 /// Keeps `connection`, and starts the thread's sweeper if it is not running.
-/// The sweeper is a task of the worker's own runtime (a current-thread
-/// one, so it runs on this thread and sweeps this thread's pool); it ends
-/// when nothing is kept, so an idle worker has none.
+/// The sweeper is a task of the worker's own runtime that sweeps this
+/// thread's pool (wherever it runs); it ends when nothing is kept, so an
+/// idle worker has none.
 pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
     let start_sweeper = IDLE.with(|pool| {
-        let mut pool = pool.borrow_mut();
-        pool.idle.check_in(address, connection, Instant::now());
-        !std::mem::replace(&mut pool.sweeping, true)
+        let mut kept = lock(pool);
+        kept.idle.check_in(address, connection, Instant::now());
+        (!std::mem::replace(&mut kept.sweeping, true)).then(|| pool.clone())
     });
-    if start_sweeper {
-        tokio::spawn(sweep_while_kept());
+    if let Some(pool) = start_sweeper {
+        tokio::spawn(sweep_while_kept(pool));
     }
 }
 
-async fn sweep_while_kept() {
+async fn sweep_while_kept(pool: Arc<Mutex<ThreadPool>>) {
     loop {
         tokio::time::sleep(SWEEP_INTERVAL).await;
-        let done = IDLE.with(|pool| {
-            let mut pool = pool.borrow_mut();
+        let done = {
+            let mut pool = lock(&pool);
             let done = pool.idle.sweep(Instant::now()) == 0;
             pool.sweeping = !done;
             done
-        });
+        };
         if done {
             return;
         }
@@ -115,9 +124,14 @@ pub enum ExchangeError {
     /// The upstream closed the connection before a whole response head.
     #[error("the upstream closed the connection before a response head")]
     Closed,
-    /// Reading the answer failed (a reset).
+    /// Reading the answer failed (a reset) before any byte of it came.
     #[error("reading the response head: {0}")]
     Read(#[source] io::Error),
+    /// The connection ended (closed or reset) part way through an answer
+    /// (a head begun, or an interim `1xx` given): the upstream had the
+    /// request, so this is not a kept connection found dead.
+    #[error("the upstream's answer ended before a whole response head: {0}")]
+    CutAnswer(#[source] io::Error),
     #[error(
         "the response head is larger than {} bytes",
         crate::http1::MAX_HEAD_BYTES
@@ -133,13 +147,16 @@ pub enum ExchangeError {
 }
 
 impl ExchangeError {
-    /// Whether the connection may have been closed by the upstream while it
-    /// was kept: nothing at all came back.
-    fn is_stale(&self) -> bool {
-        matches!(
-            self,
-            ExchangeError::Write(_) | ExchangeError::Closed | ExchangeError::Read(_)
-        )
+    /// Whether a bodyless request may be sent again on a new connection
+    /// after this error on a kept one (which the upstream may have closed
+    /// while it was kept): nothing at all came back, and either the request
+    /// could not be written or `method` is idempotent (RFC 9110 §9.2.2).
+    fn allows_resending(&self, method: &Method) -> bool {
+        match self {
+            ExchangeError::Write(_) => true,
+            ExchangeError::Closed | ExchangeError::Read(_) => method.is_idempotent(),
+            _ => false,
+        }
     }
 }
 
@@ -159,10 +176,13 @@ pub async fn exchange<B>(
     mut request: Request<B>,
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Cause>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Cause> + Send,
 {
     let encoding = frame(&mut request);
+    // The body is taken by the try that sends it (there is no other: only
+    // a bodyless request is sent again), and may outlive the exchange.
+    let mut request = request.map(Some);
     let mut kept = check_out(address);
     loop {
         let reused = kept.is_some();
@@ -175,7 +195,11 @@ where
         };
         match send_on(connection, address, &mut request, encoding).await {
             // Sent again only without a body: the first try consumed none.
-            Err(error) if reused && encoding == RequestEncoding::None && error.is_stale() => {
+            Err(error)
+                if reused
+                    && encoding == RequestEncoding::None
+                    && error.allows_resending(request.method()) =>
+            {
                 tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
             }
             result => return result,
@@ -228,32 +252,36 @@ fn frame<B: Body>(request: &mut Request<B>) -> RequestEncoding {
 async fn send_on<B>(
     mut connection: UpstreamConnection,
     address: SocketAddr,
-    request: &mut Request<B>,
+    request: &mut Request<Option<B>>,
     encoding: RequestEncoding,
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Cause>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Cause> + Send,
 {
     write_head(&mut connection, request)
         .await
         .map_err(ExchangeError::Write)?;
     let mut buffer = buffers::lend();
-    let is_head = request.method() == Method::HEAD;
-    let (parsed, body_sent) = if encoding == RequestEncoding::None {
-        (
-            read_head(&mut connection, &mut buffer, is_head).await?,
-            true,
-        )
-    } else {
-        send_body_and_read_head(&mut connection, &mut buffer, request, encoding, is_head).await?
+    let method = framing_method(request.method());
+    let body = request.body_mut().take();
+    let (parsed, source) = match body {
+        Some(body) if encoding != RequestEncoding::None => {
+            send_body_and_read_head(connection, &mut buffer, body, encoding, method).await?
+        }
+        _ => {
+            let parsed = read_head(&mut connection, &mut buffer, method).await?;
+            (parsed, Source::Whole(connection))
+        }
     };
+    // Kept only once the body was sent whole.
+    let reusable = parsed.persistent && matches!(source, Source::Whole(_));
     let mut response = Response::new(Http1Body::new(
-        connection,
+        source,
         address,
         buffer,
         parsed.framing,
-        parsed.persistent && body_sent,
+        reusable,
     ));
     *response.status_mut() = parsed.status;
     *response.version_mut() = parsed.version;
@@ -265,30 +293,51 @@ where
 }
 
 /// Writes the body while watching for the answer: an upstream may answer
-/// (`413`, a redirect) before it has read the whole body, and then the
-/// answer is what counts. Returns whether the body was sent whole (only
-/// then can the connection carry another request).
+/// (`413`, a redirect, or a stream that echoes the body as it reads it)
+/// before it has read the whole body, and then the answer is what counts.
+/// The rest of the body is then still written, beside the response body's
+/// reading (`Source::Sharing`), as hyper's client does: an upstream that
+/// goes on reading waits for it (RFC 9112 §9.5 lets a client stop only
+/// for an answer that refuses the body; one that does closes the
+/// connection, which ends the writing). The connection is whole again
+/// (and may be kept) only once the body was sent whole before the answer.
 async fn send_body_and_read_head<B>(
-    connection: &mut UpstreamConnection,
+    connection: UpstreamConnection,
     buffer: &mut LentBuffer,
-    request: &mut Request<B>,
+    mut body: B,
     encoding: RequestEncoding,
-    is_head: bool,
-) -> Result<(ParsedHead, bool), ExchangeError>
+    method: &'static [u8],
+) -> Result<(ParsedHead, Source), ExchangeError>
 where
-    B: Body<Data = Bytes> + Unpin,
-    B::Error: Into<Cause>,
+    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B::Error: Into<Cause> + Send,
 {
     let (mut reader, mut writer) = tokio::io::split(connection);
-    let reading = read_head(&mut reader, buffer, is_head);
-    let writing = write_body(&mut writer, request.body_mut(), encoding);
-    tokio::pin!(reading, writing);
-    tokio::select! {
-        biased;
-        parsed = &mut reading => Ok((parsed?, false)),
-        written = &mut writing => {
-            written?;
-            Ok((reading.await?, true))
+    // Boxed, so that it can go on in the response body if the answer comes first.
+    let mut writing: RestOfBody = Box::pin(async move {
+        write_body(&mut writer, &mut body, encoding).await?;
+        Ok(writer)
+    });
+    // `Ok`: the answer came first; `Err`: the body was sent first (its writer).
+    let first = {
+        let reading = read_head(&mut reader, buffer, method);
+        tokio::pin!(reading);
+        tokio::select! {
+            biased;
+            parsed = &mut reading => Ok(parsed?),
+            written = &mut writing => Err(written?),
+        }
+    };
+    match first {
+        Ok(early) => {
+            let rest = Some(writing);
+            Ok((early, Source::Sharing { reader, rest }))
+        }
+        // The body was sent whole first: the head is read on (what was
+        // read of it so far is in `buffer`), and the connection is whole.
+        Err(writer) => {
+            let parsed = read_head(&mut reader, buffer, method).await?;
+            Ok((parsed, Source::Whole(reader.unsplit(writer))))
         }
     }
 }
@@ -465,8 +514,9 @@ impl ChunkSizeLine {
     }
 }
 
-/// Trailer fields that may be sent: none that frames, routes or controls
-/// the message (RFC 9110 §6.5.1).
+/// Trailer fields that may be sent: none that frames, routes, controls,
+/// authenticates or describes the message, which are evaluated before its
+/// content (RFC 9110 §6.5.1); hyper's client drops the same ones.
 fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
     trailers.iter().filter(|(name, _)| {
         !matches!(
@@ -479,8 +529,30 @@ fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName,
                 | &header::CONNECTION
                 | &header::CONTENT_TYPE
                 | &header::CONTENT_ENCODING
+                | &header::CONTENT_RANGE
+                | &header::AUTHORIZATION
+                | &header::CACHE_CONTROL
+                | &header::MAX_FORWARDS
+                | &header::SET_COOKIE
         )
     })
+}
+
+/// The request's method as far as the response's framing goes: a `HEAD`'s
+/// answer has no body, nor has a `CONNECT`'s `2xx`; the others' have theirs.
+fn framing_method(method: &Method) -> &'static [u8] {
+    match *method {
+        Method::HEAD => b"HEAD",
+        Method::CONNECT => b"CONNECT",
+        _ => b"GET",
+    }
+}
+
+/// Whether the connection speaks something else than HTTP/1.1 after this
+/// answer, and so can't be kept: a `101` switched protocols (RFC 9110
+/// §15.2.2), a `2xx` to `CONNECT` made it a tunnel (RFC 9110 §9.3.6).
+fn ends_http(status: u16, method: &[u8]) -> bool {
+    status == 101 || (method == b"CONNECT" && (200..300).contains(&status))
 }
 
 /// A final response head, read and parsed.
@@ -495,14 +567,17 @@ struct ParsedHead {
 }
 
 /// Reads until a final response head is whole (interim `1xx` answers are
-/// read past), and leaves what followed it in `buffer`.
+/// read past), and leaves what followed it in `buffer`. The connection's
+/// end is `Closed` or `Read` only while nothing at all has come back.
 async fn read_head<R: AsyncRead + Unpin>(
     reader: &mut R,
     buffer: &mut LentBuffer,
-    is_head: bool,
+    method: &'static [u8],
 ) -> Result<ParsedHead, ExchangeError> {
+    let mut interim_read = false;
     loop {
-        if let Some((parsed, head_len)) = parse(buffer, is_head)? {
+        if let Some((parsed, head_len)) = parse(buffer, method)? {
+            interim_read = true;
             buffer.consume(head_len);
             match parsed {
                 Some(parsed) => return Ok(parsed),
@@ -512,12 +587,22 @@ async fn read_head<R: AsyncRead + Unpin>(
         if buffer.spare().is_empty() {
             buffer.grow().map_err(|_| ExchangeError::HeadTooLarge)?;
         }
+        let answered = interim_read || !buffer.is_empty();
         let read = reader
             .read(buffer.spare())
             .await
-            .map_err(ExchangeError::Read)?;
-        if read == 0 {
-            return Err(ExchangeError::Closed);
+            .map_err(|error| match answered {
+                true => ExchangeError::CutAnswer(error),
+                false => ExchangeError::Read(error),
+            })?;
+        match (read, answered) {
+            (0, true) => {
+                return Err(ExchangeError::CutAnswer(
+                    io::ErrorKind::UnexpectedEof.into(),
+                ))
+            }
+            (0, false) => return Err(ExchangeError::Closed),
+            _ => {}
         }
         buffer.mark_filled(read);
     }
@@ -528,7 +613,7 @@ async fn read_head<R: AsyncRead + Unpin>(
 #[allow(clippy::type_complexity)]
 fn parse(
     buffer: &[u8],
-    is_head: bool,
+    method: &'static [u8],
 ) -> Result<Option<(Option<ParsedHead>, usize)>, ExchangeError> {
     let head = match parse_response_head(buffer) {
         Ok(Some(head)) => head,
@@ -539,7 +624,6 @@ fn parse(
     if head.is_interim() {
         return Ok(Some((None, head.head_len)));
     }
-    let method: &[u8] = if is_head { b"HEAD" } else { b"GET" };
     let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let mut headers = HeaderMap::with_capacity(head.fields.len());
@@ -563,7 +647,9 @@ fn parse(
         },
         headers,
         reason,
-        persistent: response_persistent(&head) && framing != ResponseFraming::UntilClose,
+        persistent: response_persistent(&head)
+            && framing != ResponseFraming::UntilClose
+            && !ends_http(head.status, method),
         framing,
     };
     Ok(Some((Some(parsed), head.head_len)))

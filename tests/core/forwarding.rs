@@ -126,6 +126,52 @@ async fn server_sent_events_arrive_one_by_one() {
     }
 }
 
+/// A request body and its response stream both ways at once: the upstream
+/// (hyper's server, echoing the body as it reads it) answers the head at
+/// once, and the client sends the rest of its body only after it has read
+/// the echo of its start. The proxy goes on sending the body after the
+/// answer's head (RFC 9112 §9.5: a client stops only for an answer that
+/// refuses the body), as an HTTP/1.1 upstream that streams needs.
+#[tokio::test]
+async fn a_request_body_streams_on_after_the_answer_began() {
+    let backend = Backend::start(|request: http::Request<hyper::body::Incoming>| async move {
+        Response::new(request.into_body().map_err(Into::into).boxed_unsync())
+    })
+    .await;
+    let proxy = Proxy::start(&one_route("example.com", backend.addr)).await;
+    let (tx, rx) =
+        mpsc::channel::<Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>>(1);
+    let upload = request("POST", "example.com", "/echo")
+        .body(StreamBody::new(tokio_stream_from(rx)).boxed_unsync())
+        .unwrap();
+    tx.send(Ok(Frame::data(Bytes::from_static(b"ping"))))
+        .await
+        .unwrap();
+    let mut sender = http1_connection(proxy.addr).await;
+    let response = tokio::time::timeout(Duration::from_secs(10), sender.send_request(upload))
+        .await
+        .expect("the head, before the body's end")
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body();
+    let echo = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("the echo of the body's start")
+        .unwrap()
+        .unwrap();
+    assert_eq!(echo.into_data().unwrap(), "ping");
+    tx.send(Ok(Frame::data(Bytes::from_static(b"pong"))))
+        .await
+        .unwrap();
+    drop(tx);
+    let rest = tokio::time::timeout(Duration::from_secs(10), body.collect())
+        .await
+        .expect("the rest of the body reached the upstream, and its echo came back")
+        .unwrap()
+        .to_bytes();
+    assert_eq!(rest, "pong");
+}
+
 fn tokio_stream_from<T: Send + 'static>(
     mut rx: mpsc::Receiver<T>,
 ) -> impl futures_util::Stream<Item = T> + Send {

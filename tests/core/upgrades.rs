@@ -93,9 +93,18 @@ async fn a_101_to_a_request_that_asked_for_no_switch_is_502() {
     )
     .await;
     let proxy = Proxy::start(&one_route("example.com", upstream.addr)).await;
-    let reply = get(proxy.addr, "example.com", "/").await;
-    assert_eq!(reply.status, 502, "{}", reply.text());
-    assert_eq!(reply.header("x-dockhand-error"), "unexpected_upgrade");
+    for sent in 1..=2 {
+        let reply = get(proxy.addr, "example.com", "/").await;
+        assert_eq!(reply.status, 502, "{}", reply.text());
+        assert_eq!(reply.header("x-dockhand-error"), "unexpected_upgrade");
+        // RFC 9110 §15.2.2: the switched connection speaks the other
+        // protocol now; no later request is written into it.
+        assert_eq!(
+            upstream.connection_count(),
+            sent,
+            "a new connection each time"
+        );
+    }
 }
 
 #[tokio::test]

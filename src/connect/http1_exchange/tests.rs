@@ -41,7 +41,12 @@ fn connector() -> Connector {
 
 /// An upstream that answers each connection's requests with the next of
 /// `answers` (one per request, read as a head and what its length says),
-/// and records what each connection received.
+/// and records what each connection received. An answer that ends with
+/// `THEN_CLOSE` is sent without it, and the connection closed after it.
+/// What an upstream answers: `script(connection index, request index)`
+/// gives the answer, or `None` to close the connection instead.
+type Script = fn(usize, usize) -> Option<&'static [u8]>;
+
 struct Upstream {
     address: SocketAddr,
     /// Per connection accepted, the bytes it received, in order.
@@ -49,9 +54,7 @@ struct Upstream {
 }
 
 impl Upstream {
-    /// `script(connection index, request index)` gives the answer, or
-    /// `None` to close the connection instead.
-    async fn start(script: fn(usize, usize) -> Option<&'static [u8]>) -> Upstream {
+    async fn start(script: Script) -> Upstream {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
@@ -80,7 +83,7 @@ impl Upstream {
 async fn serve(
     mut stream: TcpStream,
     connection: usize,
-    script: fn(usize, usize) -> Option<&'static [u8]>,
+    script: Script,
     record: Arc<Mutex<Vec<Vec<u8>>>>,
 ) {
     let mut pending = Vec::new();
@@ -117,7 +120,8 @@ async fn serve(
         }
         match script(connection, request) {
             Some(answer) => {
-                if stream.write_all(answer).await.is_err() {
+                let cut = answer.strip_suffix(THEN_CLOSE);
+                if stream.write_all(cut.unwrap_or(answer)).await.is_err() || cut.is_some() {
                     return;
                 }
             }
@@ -125,6 +129,10 @@ async fn serve(
         }
     }
 }
+
+/// Ends a scripted answer: the upstream closes the connection once it has
+/// sent what comes before (an upstream that crashed while answering).
+const THEN_CLOSE: &[u8] = b"<then close>";
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
@@ -357,4 +365,265 @@ async fn a_connection_with_bytes_after_the_body_or_a_body_left_unread_is_not_kep
         .unwrap();
     assert_eq!(body_of(last).await.0, "0123456789");
     assert_eq!(upstream.received().len(), 3, "a new connection each time");
+}
+
+/// What the upstream got on each connection, as a count of request lines.
+fn requests_per_connection(upstream: &Upstream, method: &str) -> Vec<usize> {
+    upstream
+        .received()
+        .iter()
+        .map(|received| received.matches(&format!("{method} / HTTP/1.1")).count())
+        .collect()
+}
+
+/// A request is sent again on a new connection only when the kept one
+/// returned nothing at all: an answer cut part way (a head begun, or an
+/// interim `1xx` and then the close) shows the upstream had the request,
+/// and may have acted on it (RFC 9110 §9.2.2).
+#[tokio::test]
+async fn a_request_is_not_sent_again_once_part_of_an_answer_came_back() {
+    // The first connection answers its first request, then part of an
+    // answer to the second before it closes; later ones answer whole.
+    let cuts: [Script; 2] = [
+        |connection, request| match (connection, request) {
+            (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+            (0, _) => Some(b"HTTP/1.1 200 OK\r\nContent-Le<then close>"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+        },
+        |connection, request| match (connection, request) {
+            (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+            (0, _) => Some(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n<then close>"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+        },
+    ];
+    for cut in cuts {
+        let upstream = Upstream::start(cut).await;
+        let connector = connector();
+        let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .unwrap();
+        assert_eq!(body_of(first).await.0, "a");
+        let error = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .expect_err("the cut answer is the outcome");
+        assert!(matches!(error, ExchangeError::CutAnswer(_)), "{error:?}");
+        assert_eq!(requests_per_connection(&upstream, "GET"), [2], "sent once");
+    }
+}
+
+/// RFC 9110 §9.2.2: a proxy must not retry a request whose method is not
+/// idempotent by itself. A bodyless POST on a kept connection that the
+/// upstream closed without a word may still have been acted on.
+#[tokio::test]
+async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
+    let upstream = Upstream::start(|connection, request| match (connection, request) {
+        (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+        (0, _) => None,
+        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+    })
+    .await;
+    let connector = connector();
+    let post = || {
+        Request::builder()
+            .method("POST")
+            .uri(format!("http://{}/", upstream.address))
+            .header("host", "app.test")
+            .header("content-length", "0")
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    let first = exchange(&connector, upstream.address, post())
+        .await
+        .unwrap();
+    assert_eq!(body_of(first).await.0, "a");
+    let error = exchange(&connector, upstream.address, post())
+        .await
+        .expect_err("the close is the outcome");
+    assert!(matches!(error, ExchangeError::Closed), "{error:?}");
+    assert_eq!(requests_per_connection(&upstream, "POST"), [2], "sent once");
+}
+
+/// A connection kept by a thread that is not one of the runtime's workers
+/// (here the thread of `block_on`; in dockhand's multi-thread runtime, any
+/// worker whose sweeper is woken on another) is still swept: the sweeper
+/// must sweep the pool it was started for, not that of the thread it
+/// happens to run on, or a connection the upstream closed stays open (a
+/// file descriptor in CLOSE_WAIT) until a request to it comes again.
+#[test]
+fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let upstream = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = vec![0; 1024];
+            let _ = stream.read(&mut head).await.unwrap();
+            stream
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await
+                .unwrap();
+            // The upstream's keep-alive timeout: it closes its side, and
+            // waits to see dockhand close its own.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            stream.shutdown().await.unwrap();
+            tokio::time::timeout(Duration::from_secs(10), stream.read(&mut head)).await
+        });
+        let request = Request::builder()
+            .uri(format!("http://{address}/"))
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let response = exchange(&connector(), address, request).await.unwrap();
+        assert_eq!(
+            body_of(response).await.0,
+            "ok",
+            "and the connection is kept"
+        );
+        let closed = upstream.await.unwrap();
+        assert!(
+            matches!(closed, Ok(Ok(0))),
+            "dockhand closes the connection the upstream closed: {closed:?}"
+        );
+    });
+}
+
+/// RFC 9110 §15.2.2 and §9.3.6: after a `101` the connection speaks another
+/// protocol, and after a `2xx` to `CONNECT` it is a tunnel; either way it
+/// carries no further HTTP/1.1 request, and the answer has no body (the
+/// proxy refuses a switch nobody asked for). hyper's client never reuses
+/// such a connection either.
+#[tokio::test]
+async fn a_connection_that_switched_protocols_or_became_a_tunnel_is_not_kept() {
+    let switches: [(&str, Script); 2] = [
+        ("GET", |connection, _| {
+            match connection {
+            0 => Some(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"),
+        }
+        }),
+        ("CONNECT", |connection, _| match connection {
+            0 => Some(b"HTTP/1.1 200 Connection established\r\nContent-Length: 9\r\n\r\n"),
+            _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnew"),
+        }),
+    ];
+    for (method, switch) in switches {
+        let upstream = Upstream::start(switch).await;
+        let connector = connector();
+        let request = Request::builder()
+            .method(method)
+            .uri(format!("http://{}/", upstream.address))
+            .header("host", "app.test")
+            .body(Full::new(Bytes::new()))
+            .unwrap();
+        let switched = exchange(&connector, upstream.address, request)
+            .await
+            .unwrap();
+        assert!(switched.body().is_end_stream(), "{method}: no body");
+        drop(switched);
+        let next = exchange(&connector, upstream.address, get(&upstream, "/"))
+            .await
+            .unwrap();
+        assert_eq!(body_of(next).await.0, "new", "{method}");
+        assert_eq!(upstream.received().len(), 2, "{method}: a new connection");
+    }
+}
+
+/// RFC 9110 §6.5.1: fields that authenticate, control caching or describe
+/// the content are evaluated before the content, so they are never sent
+/// as trailers (hyper's client drops the same ones).
+#[tokio::test]
+async fn trailers_that_must_come_before_the_content_are_not_sent() {
+    let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let mut trailers = HeaderMap::new();
+    for (name, value) in [
+        ("authorization", "Bearer late"),
+        ("cache-control", "no-store"),
+        ("content-range", "bytes 0-1/2"),
+        ("max-forwards", "1"),
+        ("set-cookie", "a=b"),
+        ("checksum", "abc"),
+    ] {
+        trailers.insert(name, value.parse().unwrap());
+    }
+    let frames: Vec<Result<Frame<Bytes>, std::convert::Infallible>> = vec![
+        Ok(Frame::data(Bytes::from_static(b"abc"))),
+        Ok(Frame::trailers(trailers)),
+    ];
+    let request = Request::builder()
+        .method("POST")
+        .uri(format!("http://{}/upload", upstream.address))
+        .body(StreamBody::new(futures_util::stream::iter(frames)))
+        .unwrap();
+    let response = exchange(&connector(), upstream.address, request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 204);
+    let received = upstream.received().concat();
+    assert!(
+        received.ends_with("\r\n\r\n3\r\nabc\r\n0\r\nchecksum: abc\r\n\r\n"),
+        "{received}"
+    );
+}
+
+/// An upstream may answer before the request body is whole and go on
+/// reading it (a streaming echo, Node's `req.pipe(res)`): the rest of the
+/// body must still be sent, as hyper's client does (RFC 9112 §9.5 stops
+/// only for an answer that refuses the body). The exchange stopped writing
+/// at the answer's head, so such an upstream waits for the body's end, and the
+/// response for the upstream: both stall.
+#[tokio::test]
+async fn a_request_body_is_still_sent_after_an_early_response_head() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut seen = Vec::new();
+        let mut read = [0; 4096];
+        let mut answered = false;
+        // The head is answered at once; the answer ends once the body has.
+        while let Ok(count @ 1..) = stream.read(&mut read).await {
+            seen.extend_from_slice(&read[..count]);
+            if !answered && find(&seen, b"\r\n\r\n").is_some() {
+                answered = true;
+                let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                stream.write_all(head).await.unwrap();
+            }
+            if find(&seen, b"pong").is_some() {
+                stream
+                    .write_all(b"8\r\npingpong\r\n0\r\n\r\n")
+                    .await
+                    .unwrap();
+                return;
+            }
+        }
+    });
+    let (send, mut receive) = tokio::sync::mpsc::channel(1);
+    send.send(Ok::<_, std::convert::Infallible>(Frame::data(
+        Bytes::from_static(b"ping"),
+    )))
+    .await
+    .unwrap();
+    tokio::spawn(async move {
+        // The rest of the body comes once the upstream has answered.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let _ = send
+            .send(Ok(Frame::data(Bytes::from_static(b"pong"))))
+            .await;
+    });
+    let request = Request::builder()
+        .method("POST")
+        .uri(format!("http://{address}/"))
+        .body(StreamBody::new(futures_util::stream::poll_fn(move |cx| {
+            receive.poll_recv(cx)
+        })))
+        .unwrap();
+    let response = exchange(&connector(), address, request).await.unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), body_of(response))
+        .await
+        .expect("the body's end came and the answer ended");
+    assert_eq!(body.0, "pingpong");
 }
