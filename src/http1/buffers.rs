@@ -104,7 +104,9 @@ impl Drop for LentBuffer {
             return;
         }
         let bytes = std::mem::take(&mut self.bytes);
-        FREE.with(|free| {
+        // `try_with`: a buffer dropped while its thread exits (its free
+        // list already gone) is simply freed.
+        let _ = FREE.try_with(|free| {
             let mut free = free.borrow_mut();
             if free.len() < MOST_KEPT {
                 free.push(bytes);

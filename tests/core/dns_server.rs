@@ -24,6 +24,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hickory_proto::op::{Edns, Message, MessageType, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA, SRV};
@@ -120,15 +121,26 @@ impl DnsServer {
     }
 
     /// Back on the same address, answering from the records set meanwhile.
+    /// While it was stopped another test of this process may have been
+    /// given its port for a socket of its own: it is asked for again until
+    /// that socket is gone (a generous bound).
     pub async fn resume(&mut self) {
         assert!(self.tasks.is_empty(), "resume after stop");
-        let udp = UdpSocket::bind(self.address)
-            .await
-            .expect("the DNS server's UDP port again");
-        let tcp = TcpListener::bind(self.address)
-            .await
-            .expect("the DNS server's TCP port again");
-        self.serve(udp, tcp);
+        let started = Instant::now();
+        loop {
+            let bound = async {
+                let udp = UdpSocket::bind(self.address).await?;
+                let tcp = TcpListener::bind(self.address).await?;
+                Ok::<_, std::io::Error>((udp, tcp))
+            };
+            match bound.await {
+                Ok((udp, tcp)) => return self.serve(udp, tcp),
+                Err(_) if started.elapsed() < Duration::from_secs(30) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Err(error) => panic!("the DNS server's port {} again: {error}", self.address),
+            }
+        }
     }
 
     pub fn address(&self) -> SocketAddr {
