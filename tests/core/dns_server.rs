@@ -71,6 +71,8 @@ pub struct DnsServer {
     zone: Arc<Mutex<Zone>>,
     address: SocketAddr,
     tasks: Vec<JoinHandle<()>>,
+    /// While it is down, what keeps its TCP port (see `stop`).
+    reserved: Option<socket2::Socket>,
 }
 
 #[derive(Default)]
@@ -98,6 +100,7 @@ impl DnsServer {
             zone: Arc::new(Mutex::new(Zone::default())),
             address: udp.local_addr().unwrap(),
             tasks: Vec::new(),
+            reserved: None,
         };
         server.serve(udp, tcp);
         server
@@ -111,36 +114,51 @@ impl DnsServer {
     }
 
     /// Down: its sockets and connections are closed, so queries meet a
-    /// closed port (records can still be set, for when it comes back).
+    /// closed port (records can still be set, for when it comes back). Its
+    /// TCP port stays reserved by a socket that is bound but does not
+    /// listen (connections to it are refused): otherwise an outgoing
+    /// connection of this process, a kept upstream connection of the
+    /// proxy under test say, could take it as its local port for as long
+    /// as it lives, and the server could not come back.
     pub async fn stop(&mut self) {
         for task in self.tasks.drain(..) {
             task.abort();
             // Returns once the task, and the sockets it owns, are dropped.
             let _ = task.await;
         }
+        let reserved = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("a TCP socket");
+        // As the listener had it, so connections it leaves in TIME_WAIT don't refuse the bind.
+        reserved.set_reuse_address(true).expect("SO_REUSEADDR");
+        reserved
+            .bind(&self.address.into())
+            .expect("the DNS server's TCP port, reserved while it is down");
+        self.reserved = Some(reserved);
     }
 
     /// Back on the same address, answering from the records set meanwhile.
-    /// While it was stopped another test of this process may have been
-    /// given its port for a socket of its own: it is asked for again until
-    /// that socket is gone (a generous bound).
+    /// The TCP listener joins the reserving socket (both `SO_REUSEADDR`,
+    /// that one not listening), which then goes. The UDP port was not
+    /// reserved (the kernel takes none for outgoing UDP of its own accord,
+    /// but a resolver's query socket may hold it a moment): it is asked for
+    /// again until free.
     pub async fn resume(&mut self) {
         assert!(self.tasks.is_empty(), "resume after stop");
+        let tcp = TcpListener::bind(self.address)
+            .await
+            .expect("the DNS server's TCP port again");
+        self.reserved = None;
         let started = Instant::now();
-        loop {
-            let bound = async {
-                let udp = UdpSocket::bind(self.address).await?;
-                let tcp = TcpListener::bind(self.address).await?;
-                Ok::<_, std::io::Error>((udp, tcp))
-            };
-            match bound.await {
-                Ok((udp, tcp)) => return self.serve(udp, tcp),
+        let udp = loop {
+            match UdpSocket::bind(self.address).await {
+                Ok(udp) => break udp,
                 Err(_) if started.elapsed() < Duration::from_secs(30) => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Err(error) => panic!("the DNS server's port {} again: {error}", self.address),
+                Err(error) => panic!("the DNS server's UDP port {} again: {error}", self.address),
             }
-        }
+        };
+        self.serve(udp, tcp);
     }
 
     pub fn address(&self) -> SocketAddr {
