@@ -193,16 +193,21 @@ async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are
     assert_eq!(upstream.received().len(), 1, "the connection was kept");
 }
 
+/// The first connection answers once (`a`), then closes instead of
+/// answering again; later connections answer `b`.
+fn answers_then_closes_on_reuse(connection: usize, request: usize) -> Option<&'static [u8]> {
+    match (connection, request) {
+        (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
+        (0, _) => None,
+        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
+    }
+}
+
 #[tokio::test]
 async fn a_kept_connection_the_upstream_closed_is_replaced_for_a_bodyless_request() {
     // The first connection answers once, then closes instead of answering
     // again (an upstream's keep-alive timeout, just as it is reused).
-    let upstream = Upstream::start(|connection, request| match (connection, request) {
-        (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
-        (0, _) => None,
-        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
-    })
-    .await;
+    let upstream = Upstream::start(answers_then_closes_on_reuse).await;
     let connector = connector();
     let first = exchange(&connector, upstream.address, get(&upstream, "/"))
         .await
@@ -416,12 +421,7 @@ async fn a_request_is_not_sent_again_once_part_of_an_answer_came_back() {
 /// upstream closed without a word may still have been acted on.
 #[tokio::test]
 async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
-    let upstream = Upstream::start(|connection, request| match (connection, request) {
-        (0, 0) => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na"),
-        (0, _) => None,
-        _ => Some(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nb"),
-    })
-    .await;
+    let upstream = Upstream::start(answers_then_closes_on_reuse).await;
     let connector = connector();
     let post = || {
         Request::builder()
