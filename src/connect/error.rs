@@ -5,6 +5,9 @@ use std::io;
 
 use super::tls::TlsHandshakeError;
 
+/// An error of any kind underneath, as the connect layer passes it on.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a connection to an upstream could not be opened. Every variant means
 /// nothing of the request was sent.
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +30,7 @@ pub enum ConnectError {
     Lookup {
         name: String,
         #[source]
-        error: Box<dyn std::error::Error + Send + Sync>,
+        error: BoxError,
     },
     #[error("upstream URI has no address")]
     NoAddress,

@@ -31,7 +31,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::connection::UpstreamConnection;
 use super::dial::Connector;
-use super::error::ConnectError;
+use super::error::{BoxError as Cause, ConnectError};
 use super::http1_body::{Http1Body, RestOfBody, Source};
 use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
@@ -40,8 +40,6 @@ use crate::http1::{
     parse_response_head, response_framing, response_persistent, ResponseFraming, MAX_HEADERS,
 };
 use crate::sync::lock;
-
-type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 /// How the pool keeps connections: as long as hyper's pool did, and as many
 /// per address as requests to it are in flight at once up to a bound on

@@ -8,10 +8,9 @@
 //! `dial`'s.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::Duration;
-
-use std::future::Future;
 
 use bytes::Bytes;
 use futures_util::future::{Either, TryFutureExt};
@@ -20,6 +19,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
+use super::error::BoxError;
 use super::http1_exchange::exchange;
 use super::srv::SrvResolvers;
 use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
@@ -88,7 +88,7 @@ pub struct UpstreamClient<B> {
 impl<B> UpstreamClient<B>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<BoxError>,
 {
     pub fn new(
         engine: Http1Engine,
@@ -197,7 +197,7 @@ where
 fn pooled_client<B>(key: PoolKey, dialing: Arc<Dialing>) -> PooledClient<B>
 where
     B: http_body::Body<Data = Bytes> + Send + Unpin + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B::Error: Into<BoxError>,
 {
     let http2_only = key.transport == Transport::H2c;
     let connector = Connector {

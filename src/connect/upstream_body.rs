@@ -12,10 +12,9 @@ use http::Response;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
+use super::error::BoxError as Cause;
 use super::http1_body::Http1Body;
 use super::http1_exchange::ExchangeError;
-
-type Cause = Box<dyn std::error::Error + Send + Sync>;
 
 pub type UpstreamResponse = Response<UpstreamIncoming>;
 

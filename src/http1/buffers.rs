@@ -48,7 +48,8 @@ pub fn lend() -> LentBuffer {
 }
 
 /// How many free buffers this thread keeps now.
-pub fn kept() -> usize {
+#[cfg(test)]
+fn kept() -> usize {
     FREE.with(|free| free.borrow().len())
 }
 
