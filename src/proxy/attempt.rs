@@ -54,10 +54,16 @@ impl RequestPlan {
         client_uri: &Uri,
         asked_upgrade: Option<&HeaderValue>,
     ) -> Result<RequestPlan, ProxyError> {
-        let original = client_uri
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| PathAndQuery::from_static("/"));
+        let original = match client_uri.path_and_query() {
+            // An absolute-form target with a query and no path
+            // (`http://a?q`): the origin form starts with `/` (RFC 9112 §3.2.1).
+            Some(path) if !path.as_str().starts_with('/') => {
+                PathAndQuery::try_from(format!("/{}", path.as_str()))
+                    .unwrap_or_else(|_| PathAndQuery::from_static("/"))
+            }
+            Some(path) => path.clone(),
+            None => PathAndQuery::from_static("/"),
+        };
         let path = match &location.rewrite {
             Some(rewrite) => rewrite_path(rewrite, &original)
                 .map_err(|error| ProxyError::new(ErrorKind::RewrittenPathTooLong, error))?,
