@@ -226,6 +226,7 @@ pub async fn run(
         client_send_timeout: settings.client_send_timeout,
         shutdown_timeout: settings.shutdown_timeout,
         trusted_proxies: settings.trusted_proxies.clone(),
+        http1_engine: settings.http1_engine,
     };
     let https = match listeners.https {
         Some(listener) => {

@@ -14,14 +14,14 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, ReadBuf, ReadHalf, WriteHalf};
 
 use super::connection::UpstreamConnection;
 use super::http1_exchange::{check_in, ExchangeError};
 use crate::http1::buffers::LentBuffer;
-use crate::http1::{ChunkedDecoder, ResponseFraming, MAX_HEADERS};
+use crate::http1::{trailer_fields, BodyFraming, ResponseFraming};
 
 /// A response body read from its upstream connection, which goes back to
 /// this thread's pool once the body has ended (if it can carry another
@@ -33,7 +33,7 @@ pub struct Http1Body {
     address: SocketAddr,
     /// Bytes read and not passed on yet; `None` once the body has ended.
     buffer: Option<LentBuffer>,
-    state: BodyState,
+    state: BodyFraming,
     reusable: bool,
     /// A chunked body's trailers, given after its last data.
     trailers: Option<Box<HeaderMap>>,
@@ -93,13 +93,6 @@ impl Source {
     }
 }
 
-enum BodyState {
-    Length(u64),
-    Chunked(Box<ChunkedDecoder>),
-    UntilClose,
-    Done,
-}
-
 /// Why a response body could not be read to its end.
 #[derive(Debug, thiserror::Error)]
 pub enum Http1BodyError {
@@ -122,10 +115,10 @@ impl Http1Body {
         reusable: bool,
     ) -> Http1Body {
         let state = match framing {
-            ResponseFraming::None | ResponseFraming::Length(0) => BodyState::Done,
-            ResponseFraming::Length(length) => BodyState::Length(length),
-            ResponseFraming::Chunked => BodyState::Chunked(Box::default()),
-            ResponseFraming::UntilClose => BodyState::UntilClose,
+            ResponseFraming::None => BodyFraming::Done,
+            ResponseFraming::Length(length) => BodyFraming::length(length),
+            ResponseFraming::Chunked => BodyFraming::chunked(),
+            ResponseFraming::UntilClose => BodyFraming::UntilClose,
         };
         let mut body = Http1Body {
             connection: Some(connection),
@@ -137,7 +130,7 @@ impl Http1Body {
             gave_data: false,
             held_error: None,
         };
-        if matches!(body.state, BodyState::Done) {
+        if body.state.is_done() {
             body.finish();
         }
         body
@@ -147,7 +140,7 @@ impl Http1Body {
     /// (bytes after it would be an answer to nothing), and its buffer is
     /// given back.
     fn finish(&mut self) {
-        self.state = BodyState::Done;
+        self.state = BodyFraming::Done;
         let nothing_after = self.buffer.take().is_none_or(|buffer| buffer.is_empty());
         if let Some(Source::Whole(connection)) = self.connection.take() {
             if self.reusable && nothing_after {
@@ -168,23 +161,17 @@ impl Http1Body {
         let Some(buffer) = self.buffer.as_mut().filter(|buffer| !buffer.is_empty()) else {
             return Ok(None);
         };
-        let (data, consumed, done) = match &mut self.state {
-            BodyState::Length(left) => {
-                let take =
-                    usize::try_from(*left).map_or(buffer.len(), |left| left.min(buffer.len()));
-                *left -= take as u64;
-                (0..take, take, *left == 0)
-            }
-            BodyState::Chunked(decoder) => {
-                let progress = decoder.decode(buffer).map_err(Http1BodyError::Chunked)?;
-                if progress.done {
-                    self.trailers = Some(Box::new(trailer_fields(decoder.trailers())?));
-                }
-                (progress.data, progress.consumed, progress.done)
-            }
-            BodyState::UntilClose => (0..buffer.len(), buffer.len(), false),
-            BodyState::Done => return Ok(None),
-        };
+        if self.state.is_done() {
+            return Ok(None);
+        }
+        let taken = self.state.take(buffer).map_err(Http1BodyError::Chunked)?;
+        let done = self.state.ended();
+        if done && !self.state.trailers().is_empty() {
+            self.trailers = Some(Box::new(
+                trailer_fields(self.state.trailers()).ok_or(Http1BodyError::Trailers)?,
+            ));
+        }
+        let (data, consumed) = (taken.data, taken.consumed);
         let bytes = Bytes::copy_from_slice(&buffer[data]);
         buffer.consume(consumed);
         if done {
@@ -217,12 +204,12 @@ impl Http1Body {
                 }
                 Ok(_) => {}
             }
-            if matches!(self.state, BodyState::Done) {
+            if self.state.is_done() {
                 let trailers = self.trailers.take().filter(|trailers| !trailers.is_empty());
                 return Poll::Ready(trailers.map(|trailers| Ok(Frame::trailers(*trailers))));
             }
             match ready!(self.poll_read_more(cx)) {
-                Ok(0) if matches!(self.state, BodyState::UntilClose) => {
+                Ok(0) if matches!(self.state, BodyFraming::UntilClose) => {
                     self.reusable = false;
                     self.finish();
                 }
@@ -232,30 +219,6 @@ impl Http1Body {
             }
         }
     }
-}
-
-/// The trailer section's fields (`ChunkedDecoder` has checked its form).
-fn trailer_fields(section: &[u8]) -> Result<HeaderMap, Http1BodyError> {
-    let mut headers = HeaderMap::new();
-    if section.is_empty() {
-        return Ok(headers);
-    }
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut parsed)
-    else {
-        return Err(Http1BodyError::Trailers);
-    };
-    for field in fields.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes());
-        let value = HeaderValue::from_bytes(field.value);
-        match (name, value) {
-            (Ok(name), Ok(value)) => {
-                headers.append(name, value);
-            }
-            _ => return Err(Http1BodyError::Trailers),
-        }
-    }
-    Ok(headers)
 }
 
 impl Body for Http1Body {
@@ -284,15 +247,13 @@ impl Body for Http1Body {
     }
 
     fn is_end_stream(&self) -> bool {
-        matches!(self.state, BodyState::Done)
-            && self.trailers.is_none()
-            && self.held_error.is_none()
+        self.state.is_done() && self.trailers.is_none() && self.held_error.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
         match self.state {
-            BodyState::Length(left) => SizeHint::with_exact(left),
-            BodyState::Done if self.trailers.is_none() => SizeHint::with_exact(0),
+            BodyFraming::Length(left) => SizeHint::with_exact(left),
+            BodyFraming::Done if self.trailers.is_none() => SizeHint::with_exact(0),
             _ => SizeHint::default(),
         }
     }

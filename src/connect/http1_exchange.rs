@@ -37,7 +37,8 @@ use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::{
-    parse_response_head, response_framing, response_persistent, ResponseFraming, MAX_HEADERS,
+    header_map, parse_response_head, response_framing, response_persistent, ResponseFraming,
+    MAX_HEADERS,
 };
 use crate::sync::lock;
 
@@ -628,14 +629,8 @@ fn parse(
     }
     let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
-    let mut headers = HeaderMap::with_capacity(head.fields.len());
-    for field in head.fields.iter() {
-        let name =
-            HeaderName::from_bytes(field.name).map_err(|e| ExchangeError::NotHttp(e.into()))?;
-        let value =
-            HeaderValue::from_bytes(field.value).map_err(|e| ExchangeError::NotHttp(e.into()))?;
-        headers.append(name, value);
-    }
+    let headers = header_map(head.fields.iter(), head.fields.len())
+        .map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let canonical = status.canonical_reason().map(str::as_bytes);
     let reason = (canonical != Some(head.reason))
         .then(|| hyper::ext::ReasonPhrase::try_from(head.reason.to_vec()).ok())

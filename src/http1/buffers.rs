@@ -6,13 +6,13 @@
 //! a burst of connections does not leave its peak's memory behind.
 //!
 //! A buffer starts at `BUFFER_BYTES`; a request head larger than that grows
-//! it up to `MAX_HEADER_BYTES`, and a grown buffer is freed rather than
+//! it up to `MAX_REQUEST_HEAD_BYTES`, and a grown buffer is freed rather than
 //! kept, so the free list holds standard buffers only.
 
 use std::cell::RefCell;
 use std::ops::Deref;
 
-use crate::proxy::MAX_HEADER_BYTES;
+use super::MAX_REQUEST_HEAD_BYTES;
 
 /// What one lent buffer holds: most request heads, and a read's worth of
 /// body to pass on.
@@ -36,7 +36,7 @@ pub struct LentBuffer {
 
 /// The buffer can't grow any further: the head it must hold is over the limit.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("a request head of over {MAX_HEADER_BYTES} bytes")]
+#[error("a request head of over {MAX_REQUEST_HEAD_BYTES} bytes")]
 pub struct HeadTooLarge;
 
 /// Lends a buffer from this thread's free list, or a new one.
@@ -65,14 +65,14 @@ impl LentBuffer {
         self.filled = (self.filled + count).min(self.bytes.len());
     }
 
-    /// Doubles the buffer, up to `MAX_HEADER_BYTES`, for a head that did
+    /// Doubles the buffer, up to `MAX_REQUEST_HEAD_BYTES`, for a head that did
     /// not fit; what was read is kept.
     pub fn grow(&mut self) -> Result<(), HeadTooLarge> {
         let size = self.bytes.len();
-        if size >= MAX_HEADER_BYTES {
+        if size >= MAX_REQUEST_HEAD_BYTES {
             return Err(HeadTooLarge);
         }
-        self.bytes.resize((size * 2).min(MAX_HEADER_BYTES), 0);
+        self.bytes.resize((size * 2).min(MAX_REQUEST_HEAD_BYTES), 0);
         Ok(())
     }
 
@@ -146,7 +146,7 @@ mod tests {
         while buffer.grow().is_ok() {
             sizes.push(buffer.size());
         }
-        assert_eq!(sizes, [16 * 1024, 32 * 1024, 64 * 1024]);
+        assert_eq!(sizes, [16 * 1024, 32 * 1024, 64 * 1024, 128 * 1024]);
         assert_eq!(buffer.grow(), Err(HeadTooLarge));
         assert_eq!(buffer.len(), BUFFER_BYTES, "what was read is kept");
         assert!(buffer.iter().all(|&byte| byte == b'a'));

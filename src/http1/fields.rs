@@ -107,3 +107,41 @@ mod tests {
         assert_eq!(list_items(b"close, \xff").count(), 0);
     }
 }
+
+/// A field the `http` crate refuses as a header name or value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a header field the http crate refuses")]
+pub struct InvalidField;
+
+/// `fields` as an `http` header map, in their order (repeats appended).
+pub fn header_map<'a>(
+    fields: impl Iterator<Item = Field<'a>>,
+    capacity: usize,
+) -> Result<http::HeaderMap, InvalidField> {
+    let mut headers = http::HeaderMap::with_capacity(capacity);
+    for field in fields {
+        let name = http::HeaderName::from_bytes(field.name).map_err(|_| InvalidField)?;
+        let value = http::HeaderValue::from_bytes(field.value).map_err(|_| InvalidField)?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
+/// The fields of a chunked body's trailer section (`ChunkedDecoder` has
+/// checked its form and size); `None` if they are not valid header fields.
+pub fn trailer_fields(section: &[u8]) -> Option<http::HeaderMap> {
+    if section.is_empty() {
+        return Some(http::HeaderMap::new());
+    }
+    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut parsed)
+    else {
+        return None;
+    };
+    let count = fields.len();
+    let fields = fields.iter().map(|field| Field {
+        name: field.name.as_bytes(),
+        value: field.value,
+    });
+    header_map(fields, count).ok()
+}

@@ -2,7 +2,8 @@
 //! response heads parsed with `httparse` into slices of the read buffer
 //! (`request_head`, `response_head`, their fields in `fields`), how a
 //! message's body is framed and what its head says of the connection
-//! (`framing`), the chunked body decoder (`chunked`), and heads written
+//! (`framing`), where a body's data lies (`body`, with the chunked decoder
+//! of `chunked`), and heads written
 //! from pieces for one `writev` (`head_writer`); and the read buffers a
 //! worker thread lends its connections while bytes are in flight (`buffers`).
 //!
@@ -11,6 +12,7 @@
 //! incremental (a prefix is "incomplete", never an error it would not be
 //! with the rest) and bounded, and none panics on any input.
 
+pub mod body;
 pub mod buffers;
 pub mod chunked;
 pub mod fields;
@@ -19,8 +21,9 @@ pub mod head_writer;
 pub mod request_head;
 pub mod response_head;
 
+pub use body::{BodyFraming, Taken};
 pub use chunked::{ChunkedDecoder, ChunkedError, Progress};
-pub use fields::{Field, Fields};
+pub use fields::{header_map, trailer_fields, Field, Fields, InvalidField};
 pub use framing::{
     request_facts, request_framing, response_framing, response_persistent, FramingError,
     RequestFacts, RequestFraming, ResponseFraming,
@@ -29,10 +32,16 @@ pub use head_writer::{Decimal, HeadWriteError, HeadWriter};
 pub use request_head::{parse_request_head, HeadError, RequestHead};
 pub use response_head::{parse_response_head, ResponseHead};
 
-/// The largest head (request line or status line and header fields, up to
-/// and including the empty line) read; larger request heads are answered
-/// `431`. The same limit as the hyper path's.
+/// The largest response head (status line and header fields, up to and
+/// including the empty line) read from an upstream, and the largest
+/// trailer section.
 pub const MAX_HEAD_BYTES: usize = crate::proxy::MAX_HEADER_BYTES;
+
+/// The largest request head read, answered `431` past it: room for a
+/// target of up to 65,534 bytes (what the `http` crate takes; `414` past
+/// it) beside header fields of up to `MAX_HEAD_BYTES`, whose limit the
+/// handler holds them to. The same limits as hyper's server's.
+pub const MAX_REQUEST_HEAD_BYTES: usize = 2 * MAX_HEAD_BYTES;
 
 /// The most header fields in one head, and in one trailer section.
 pub const MAX_HEADERS: usize = 128;

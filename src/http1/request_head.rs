@@ -1,16 +1,16 @@
 //! A request head (RFC 9112 §3, §5) parsed with `httparse` in place: the
 //! method, target and field lines are slices of the read buffer, the fields
 //! sit in a fixed array on the stack, and nothing is allocated. A head that
-//! has not all arrived is `None`; one larger than `MAX_HEAD_BYTES` or with
+//! has not all arrived is `None`; one larger than `MAX_REQUEST_HEAD_BYTES` or with
 //! more than `MAX_HEADERS` fields is refused before it has all arrived.
 
 use super::fields::Fields;
-use super::{MAX_HEADERS, MAX_HEAD_BYTES};
+use super::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 
 /// A head the caller refuses: `431` for the limits, `400` for the rest.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum HeadError {
-    #[error("the head is larger than {MAX_HEAD_BYTES} bytes")]
+    #[error("the head is over its size limit")]
     TooLarge,
     #[error("the head has more than {MAX_HEADERS} header fields")]
     TooManyHeaders,
@@ -48,7 +48,7 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead<'_>>, HeadErr
     let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut request = httparse::Request::new(&mut parsed);
     let status = request.parse(buf);
-    let Some(head_len) = complete_head(status, buf.len())? else {
+    let Some(head_len) = complete_head(status, buf.len(), MAX_REQUEST_HEAD_BYTES)? else {
         return Ok(None);
     };
     let (Some(method), Some(target), Some(version)) =
@@ -67,17 +67,18 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead<'_>>, HeadErr
     }))
 }
 
-/// The head's length once `httparse` has all of it, within the limits.
-/// Shared with `response_head`.
+/// The head's length once `httparse` has all of it, within `limit` bytes
+/// and the field limit. Shared with `response_head`.
 pub(super) fn complete_head(
     status: httparse::Result<usize>,
     buffered: usize,
+    limit: usize,
 ) -> Result<Option<usize>, HeadError> {
     match status {
-        Ok(httparse::Status::Complete(len)) if len > MAX_HEAD_BYTES => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Complete(len)) if len > limit => Err(HeadError::TooLarge),
         Ok(httparse::Status::Complete(len)) => Ok(Some(len)),
         // More than the limit buffered and still no end: it can only grow.
-        Ok(httparse::Status::Partial) if buffered > MAX_HEAD_BYTES => Err(HeadError::TooLarge),
+        Ok(httparse::Status::Partial) if buffered > limit => Err(HeadError::TooLarge),
         Ok(httparse::Status::Partial) => Ok(None),
         Err(httparse::Error::TooManyHeaders) => Err(HeadError::TooManyHeaders),
         Err(error) => Err(HeadError::Malformed(error)),
@@ -136,7 +137,7 @@ mod tests {
     #[test]
     fn a_head_over_the_limit_is_too_large_before_it_ends() {
         let mut buf = b"GET / HTTP/1.1\r\nx: ".to_vec();
-        buf.resize(MAX_HEAD_BYTES + 1, b'a');
+        buf.resize(MAX_REQUEST_HEAD_BYTES + 1, b'a');
         assert_eq!(parse_request_head(&buf).unwrap_err(), HeadError::TooLarge);
         buf.extend_from_slice(b"\r\n\r\n");
         assert_eq!(parse_request_head(&buf).unwrap_err(), HeadError::TooLarge);
@@ -146,10 +147,10 @@ mod tests {
     #[test]
     fn a_head_at_the_limit_is_parsed() {
         let mut buf = b"GET / HTTP/1.1\r\nx: ".to_vec();
-        buf.resize(MAX_HEAD_BYTES - 4, b'a');
+        buf.resize(MAX_REQUEST_HEAD_BYTES - 4, b'a');
         buf.extend_from_slice(b"\r\n\r\n");
         let head = parse_request_head(&buf).unwrap().unwrap();
-        assert_eq!(head.head_len, MAX_HEAD_BYTES);
+        assert_eq!(head.head_len, MAX_REQUEST_HEAD_BYTES);
     }
 
     #[test]

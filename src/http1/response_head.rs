@@ -4,7 +4,7 @@
 
 use super::fields::Fields;
 use super::request_head::{complete_head, HeadError};
-use super::MAX_HEADERS;
+use super::{MAX_HEADERS, MAX_HEAD_BYTES};
 
 /// A parsed response head; everything borrows the buffer it was parsed from.
 #[derive(Debug)]
@@ -32,7 +32,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadE
     let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut parsed);
     let status = response.parse(buf);
-    let Some(head_len) = complete_head(status, buf.len())? else {
+    let Some(head_len) = complete_head(status, buf.len(), MAX_HEAD_BYTES)? else {
         return Ok(None);
     };
     let (Some(version), Some(status), Some(reason)) =
@@ -54,7 +54,6 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadE
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http1::MAX_HEAD_BYTES;
 
     const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 

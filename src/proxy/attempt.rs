@@ -10,9 +10,8 @@ use std::time::Duration;
 use http::header::{self, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
-use hyper::body::Incoming;
 
-use super::client_body::ClientStream;
+use super::client_body::{ClientIncoming, ClientStream};
 use super::error::{ErrorKind, ProxyError};
 use super::framing;
 use super::request_body::{keep_small, BodyClaim, KeptBody, SmallBody, UpstreamBody};
@@ -148,7 +147,7 @@ impl Sending {
     /// Fails when a body that is read whole first can't be read (the
     /// client's fault; no upstream was tried).
     pub(super) async fn new(
-        body: Incoming,
+        body: ClientIncoming,
         bodyless: bool,
         method: &Method,
         route: &RequestPlan,

@@ -8,9 +8,9 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::client_body::ClientIncoming;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
-use hyper::body::Incoming;
 
 use super::access_log::AccessRecord;
 use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
@@ -62,7 +62,7 @@ pub async fn handle(
     state: Arc<ProxyState>,
     peer: Arc<PeerInfo>,
     client_cut: Arc<ClientCut>,
-    request: Request<Incoming>,
+    request: Request<ClientIncoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
     let mut record = Box::new(AccessRecord {
         started: Instant::now(),
@@ -99,7 +99,7 @@ pub async fn handle(
 async fn handle_inner(
     state: &ProxyState,
     peer: &PeerInfo,
-    mut request: Request<Incoming>,
+    mut request: Request<ClientIncoming>,
     record: &mut AccessRecord,
 ) -> Result<Response<ProxyBody>, ProxyError> {
     framing::check_request_codings(request.headers())?;

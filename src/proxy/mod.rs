@@ -17,6 +17,7 @@ mod forward;
 mod framing;
 mod headers;
 mod host;
+mod http1_server;
 mod idle;
 mod local_answer;
 mod request_body;

@@ -25,11 +25,14 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::client_body::ClientIncoming;
 use super::client_identity::{PeerInfo, Scheme};
 use super::forward::{handle, ProxyState, MAX_HEADER_BYTES};
+use super::http1_server::{self, ClientIo, Ended, Http1Client};
 use super::idle::{ConnectionActivity, Idle};
 use super::send_timeout::{ClientCut, ClientSocket};
 use super::tls_handshake::TlsTermination;
+use crate::connect::Http1Engine;
 use crate::metrics::{ClientProtocol, OpenConnection};
 
 /// What an HTTP/2 client may send on one stream before dockhand has passed
@@ -53,6 +56,8 @@ pub struct ServerSettings {
     pub client_send_timeout: Duration,
     pub shutdown_timeout: Duration,
     pub trusted_proxies: Vec<IpNet>,
+    /// Whose server reads HTTP/1.1 requests (hyper's keeps HTTP/2 either way).
+    pub http1_engine: Http1Engine,
 }
 
 /// What a listener's connections speak under HTTP.
@@ -86,6 +91,7 @@ pub async fn serve(
         builder: connection_builder(&settings),
         state,
         header_read_timeout: settings.header_read_timeout,
+        engine: settings.http1_engine,
     });
     // Every connection holds a receiver until it ends: sending asks them to
     // finish, and the channel closes once the last one has.
@@ -121,7 +127,7 @@ pub async fn serve(
         let connections = connections.clone();
         match &transport {
             Transport::Http => {
-                tokio::spawn(connections.serve(socket, client));
+                tokio::spawn(connections.serve_first(socket, client, true));
             }
             Transport::Https(tls) => {
                 let tls = tls.clone();
@@ -133,7 +139,17 @@ pub async fn serve(
                         _ = client.draining.changed() => None,
                     };
                     if let Some(secured) = secured {
-                        connections.serve(secured, client).await;
+                        // ALPN `h2` is HTTP/2 from the first byte; without
+                        // ALPN a client may still start with its preface.
+                        match secured.get_ref().1.alpn_protocol() {
+                            Some(b"h2") => connections.serve(secured, client).await,
+                            alpn => {
+                                let prior_knowledge = alpn.is_none();
+                                connections
+                                    .serve_first(secured, client, prior_knowledge)
+                                    .await
+                            }
+                        }
                     }
                 });
             }
@@ -155,6 +171,7 @@ struct Connections {
     builder: auto::Builder<TokioExecutor>,
     state: Arc<ProxyState>,
     header_read_timeout: Duration,
+    engine: Http1Engine,
 }
 
 /// One client connection's own parts.
@@ -167,7 +184,32 @@ struct Client {
 }
 
 impl Connections {
-    /// Serves HTTP on `io`, a client's socket or the TLS stream over it,
+    /// Serves a new connection: with the own HTTP/1.1 server unless
+    /// `--http1-engine hyper`, which hands it to hyper's for what it does
+    /// not serve itself (`prior_knowledge`: HTTP/2 may start it).
+    async fn serve_first<S: ClientIo>(
+        self: Arc<Self>,
+        io: S,
+        mut client: Client,
+        prior_knowledge: bool,
+    ) {
+        if self.engine == Http1Engine::Hyper {
+            return self.serve(io, client).await;
+        }
+        let own = Http1Client {
+            state: self.state.clone(),
+            peer: client.peer.clone(),
+            cut: client.cut.clone(),
+            header_read_timeout: self.header_read_timeout,
+        };
+        match http1_server::serve(io, &own, &mut client.draining, prior_knowledge).await {
+            Ended::Closed => {}
+            // Boxed: an idle connection's task is only as large as the own server's.
+            Ended::HandOff(rewound) => Box::pin(self.serve(rewound, client)).await,
+        }
+    }
+
+    /// Serves HTTP on `io` with hyper, a client's socket or the TLS stream over it,
     /// until the connection ends.
     async fn serve<S>(self: Arc<Self>, io: S, client: Client)
     where
@@ -190,6 +232,7 @@ impl Connections {
                     })
                 });
                 let active = activity.start_request();
+                let request = request.map(ClientIncoming::Hyper);
                 let response = handle(state.clone(), peer.clone(), cut.clone(), request);
                 async move {
                     let response = response.await?;

@@ -677,6 +677,7 @@ pub async fn serve_router(
         client_send_timeout: Duration::from_secs(5),
         shutdown_timeout: Duration::from_secs(1),
         trusted_proxies: Vec::new(),
+        http1_engine: Default::default(),
     };
     let server = tokio::spawn(serve(
         listener,

@@ -118,7 +118,7 @@ impl Rule {
                  §10.1.4: transfer-coding is a token"
             }
             Rule::HeadOverLimit => {
-                "a request head over 64 KiB is refused (431) while it arrives; hyper's limit \
+                "a request head over 128 KiB is refused (431) while it arrives; hyper's limit \
                  is its read buffer. RFC 9110 §5.4 / RFC 6585 §5; the hyper path answers it \
                  431 after reading it"
             }

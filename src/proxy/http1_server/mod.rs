@@ -1,0 +1,360 @@
+//! dockhand's own HTTP/1.1 server: one task per client connection reads each
+//! request head into a buffer its worker thread lends while bytes are in
+//! flight (`wire`), parses it with the wire layer (`crate::http1`), hands the
+//! request to the same handler as hyper's server (`forward::handle`), and
+//! writes the response itself (`response`), request after request. Between
+//! requests a connection holds no buffer.
+//!
+//! What it does not serve itself goes to hyper's server with the bytes
+//! already read (`handoff`): HTTP/2 with prior knowledge (h2c), and requests
+//! that may switch protocols (`Upgrade`, `CONNECT`), from that request on.
+
+mod date;
+mod handoff;
+mod response;
+mod wire;
+
+use std::sync::Arc;
+use std::task::{ready, Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, Uri, Version};
+use tokio::sync::watch;
+use tokio::time::{sleep_until, timeout, Instant};
+
+pub use handoff::Rewound;
+pub use wire::{ClientIo, Http1RequestBody};
+
+use self::response::Asked;
+use self::wire::{SharedWire, Wire};
+use super::body::ProxyBody;
+use super::client_body::ClientIncoming;
+use super::client_identity::PeerInfo;
+use super::error::{ErrorKind, ProxyError};
+use super::forward::{handle, ProxyState};
+use super::send_timeout::ClientCut;
+use crate::http1::{
+    header_map, parse_request_head, request_facts, request_framing, BodyFraming, FramingError,
+    HeadError, RequestFraming, RequestHead,
+};
+use crate::metrics::{ClientProtocol, OpenConnection};
+use crate::sync::lock;
+
+/// The first bytes of an HTTP/2 connection with prior knowledge (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The most header fields a request may have: hyper's limit, kept so that
+/// both servers refuse the same requests.
+const MOST_REQUEST_FIELDS: usize = 100;
+
+/// The longest target the `http` crate takes (`u16::MAX - 1`).
+const LONGEST_TARGET: usize = 65_534;
+
+/// How long, and how much, a connection closed with a request body unread
+/// is still read from, so that the client sees the response rather than a
+/// reset (RFC 9112 §9.6).
+const LINGER: Duration = Duration::from_secs(1);
+const LINGER_BYTES: u64 = 1024 * 1024;
+
+/// What a connection's requests share.
+pub struct Http1Client {
+    pub state: Arc<ProxyState>,
+    pub peer: Arc<PeerInfo>,
+    pub cut: Arc<ClientCut>,
+    pub header_read_timeout: Duration,
+}
+
+/// How the own server left a connection.
+pub enum Ended<S> {
+    Closed,
+    /// For hyper's server, with the bytes read from it.
+    HandOff(Rewound<S>),
+}
+
+/// What came next on the connection.
+// Held only until it is matched: boxing the request would cost an
+// allocation per request to save stack space for a moment.
+#[allow(clippy::large_enum_variant)]
+enum Next {
+    Request(Request<ClientIncoming>, Asked),
+    Refused(Refusal),
+    HandOff,
+    Closed,
+}
+
+/// A request refused before it is routed, as hyper's server refuses them.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    Status(StatusCode),
+    Kind(ErrorKind),
+}
+
+/// Serves the connection until it closes or is handed to hyper.
+/// `prior_knowledge` says whether it may start with HTTP/2's preface.
+pub async fn serve<S: ClientIo>(
+    io: S,
+    client: &Http1Client,
+    draining: &mut watch::Receiver<()>,
+    prior_knowledge: bool,
+) -> Ended<S> {
+    let wire = Wire::shared(io);
+    let mut number: u64 = 0;
+    let mut drain = false;
+    let mut _open: Option<OpenConnection> = None;
+    loop {
+        let deadline = Instant::now() + client.header_read_timeout;
+        let first = number == 0;
+        let next = loop {
+            tokio::select! {
+                next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
+                () = sleep_until(deadline) => break None,
+                _ = draining.changed(), if !drain => {
+                    drain = true;
+                    if lock(&wire).buffered().is_empty() {
+                        break None;
+                    }
+                }
+            }
+        };
+        let Some(next) = next else {
+            tracing::debug!(client = %client.peer.address, "no request within --header-read-timeout, or draining: closing");
+            close(&wire, false).await;
+            return Ended::Closed;
+        };
+        let (request, mut asked) = match next {
+            Next::Request(request, asked) => (request, asked),
+            Next::Closed => return Ended::Closed,
+            Next::HandOff => {
+                let Some((io, read)) = lock(&wire).hand_off() else {
+                    return Ended::Closed;
+                };
+                return Ended::HandOff(Rewound::new(io, read));
+            }
+            // Answered in HTTP/1.1 whatever the client's version, as
+            // hyper's server answers them.
+            Next::Refused(refusal) => {
+                let asked = Asked {
+                    version: Version::HTTP_11,
+                    head: false,
+                    persistent: false,
+                    trailers: false,
+                };
+                let _ = response::write(&wire, refusal.response(), asked).await;
+                close(&wire, true).await;
+                return Ended::Closed;
+            }
+        };
+        number += 1;
+        _open.get_or_insert_with(|| {
+            client
+                .state
+                .metrics
+                .client_connection(ClientProtocol::Http1)
+        });
+        let answered = Box::pin(handle(
+            client.state.clone(),
+            client.peer.clone(),
+            client.cut.clone(),
+            request,
+        ))
+        .await;
+        let response = match answered {
+            Ok(response) => response,
+            Err(never) => match never {},
+        };
+        drain |= draining.has_changed().unwrap_or(true);
+        asked.persistent &= !drain;
+        let kept = match response::write(&wire, response, asked).await {
+            Ok(persistent) => persistent,
+            Err(error) => {
+                tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
+                return Ended::Closed;
+            }
+        };
+        let body_read = lock(&wire).body_read();
+        if !kept || !body_read {
+            close(&wire, !body_read).await;
+            return Ended::Closed;
+        }
+    }
+}
+
+/// Reads until the next request head is whole (or refused, or the
+/// connection ends) and takes it off the buffer; the request's body is
+/// then framed on the wire.
+fn next<S: ClientIo>(
+    shared: &SharedWire<S>,
+    cx: &mut Context<'_>,
+    number: u64,
+    prior_knowledge: bool,
+) -> Poll<Next> {
+    let mut wire = lock(shared);
+    loop {
+        let buffered = wire.buffered();
+        if !buffered.is_empty() {
+            if prior_knowledge
+                && H2_PREFACE.starts_with(&buffered[..buffered.len().min(H2_PREFACE.len())])
+            {
+                if buffered.len() >= H2_PREFACE.len() {
+                    return Poll::Ready(Next::HandOff);
+                }
+            } else {
+                match parse_request_head(buffered) {
+                    Ok(Some(head)) => {
+                        let version = version_of(&head);
+                        let parsed = match request_from(&head) {
+                            Ok(Some(parsed)) => parsed,
+                            Ok(None) => return Poll::Ready(Next::HandOff),
+                            Err(refusal) => return Poll::Ready(Next::Refused(refusal)),
+                        };
+                        let head_len = head.head_len;
+                        wire.consume(head_len);
+                        let empty = parsed.body.is_done();
+                        wire.begin(number, parsed.body, parsed.expects_continue);
+                        drop(wire);
+                        let body = Http1RequestBody::new(shared, number, empty);
+                        let mut request = Request::new(ClientIncoming::Http1(body));
+                        *request.method_mut() = parsed.method;
+                        *request.uri_mut() = parsed.uri;
+                        *request.version_mut() = version;
+                        *request.headers_mut() = parsed.headers;
+                        return Poll::Ready(Next::Request(request, parsed.asked));
+                    }
+                    Ok(None) => {}
+                    Err(error) => {
+                        let refusal = match error {
+                            HeadError::Malformed(_) => Refusal::Status(StatusCode::BAD_REQUEST),
+                            HeadError::TooLarge | HeadError::TooManyHeaders => TOO_LARGE,
+                        };
+                        return Poll::Ready(Next::Refused(refusal));
+                    }
+                }
+            }
+            if wire.is_full() && wire.grow().is_err() {
+                return Poll::Ready(Next::Refused(TOO_LARGE));
+            }
+        }
+        match ready!(wire.poll_fill(cx)) {
+            Ok(0) | Err(_) => return Poll::Ready(Next::Closed),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// A request head taken apart for the handler.
+struct Parsed {
+    method: Method,
+    uri: Uri,
+    headers: http::HeaderMap,
+    body: BodyFraming,
+    expects_continue: bool,
+    asked: Asked,
+}
+
+/// The request `head` asks, `None` if it is for hyper's server (it may
+/// switch protocols), or why it is refused: what hyper's server refuses
+/// (a target or field the `http` crate refuses, over 100 fields) and what
+/// the wire layer's strict framing refuses.
+fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
+    let facts = request_facts(head);
+    if facts.upgrade {
+        return Ok(None);
+    }
+    if head.fields.len() > MOST_REQUEST_FIELDS {
+        return Err(Refusal::Status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+    }
+    let bad = Refusal::Status(StatusCode::BAD_REQUEST);
+    let body = match request_framing(head) {
+        Ok(RequestFraming::None) => BodyFraming::Done,
+        Ok(RequestFraming::Length(length)) => BodyFraming::length(length),
+        Ok(RequestFraming::Chunked) => BodyFraming::chunked(),
+        // `chunked, chunked` names a coding twice, as `gzip, chunked`
+        // names one: the handler answers 501 for those.
+        Err(FramingError::ChunkedTwice) => {
+            return Err(Refusal::Kind(ErrorKind::UnsupportedTransferCoding))
+        }
+        Err(_) => return Err(bad),
+    };
+    let method = Method::from_bytes(head.method).map_err(|_| bad)?;
+    let uri = match Uri::try_from(head.target) {
+        Ok(uri) => uri,
+        Err(_) if head.target.len() > LONGEST_TARGET => {
+            return Err(Refusal::Status(StatusCode::URI_TOO_LONG))
+        }
+        Err(_) => return Err(bad),
+    };
+    let headers = header_map(head.fields.iter(), head.fields.len()).map_err(|_| bad)?;
+    let asked = Asked {
+        version: version_of(head),
+        head: method == Method::HEAD,
+        persistent: facts.persistent,
+        trailers: head.fields.lists("te", "trailers"),
+    };
+    Ok(Some(Parsed {
+        method,
+        uri,
+        headers,
+        body,
+        expects_continue: facts.expects_continue,
+        asked,
+    }))
+}
+
+fn version_of(head: &RequestHead<'_>) -> Version {
+    match head.version {
+        0 => Version::HTTP_10,
+        _ => Version::HTTP_11,
+    }
+}
+
+/// A head over the limit, or with more fields than the wire layer holds.
+const TOO_LARGE: Refusal = Refusal::Status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+
+impl Refusal {
+    fn response(self) -> Response<ProxyBody> {
+        match self {
+            Refusal::Kind(kind) => ProxyError::from(kind).into_response(ProxyBody::message),
+            Refusal::Status(status) => {
+                let mut response = Response::new(ProxyBody::message(Bytes::new()));
+                *response.status_mut() = status;
+                response
+            }
+        }
+    }
+}
+
+/// Ends the connection: its write side first, so that the client reads
+/// the response to its end; then, when the client may still be sending a
+/// body, what it sends is read and dropped for a moment (a close with
+/// unread bytes would reset the connection and could lose the response).
+async fn close<S: ClientIo>(wire: &SharedWire<S>, linger: bool) {
+    let shutdown = std::future::poll_fn(|cx| match lock(wire).io() {
+        Ok(io) => tokio::io::AsyncWrite::poll_shutdown(io, cx),
+        Err(error) => Poll::Ready(Err(error)),
+    });
+    if timeout(LINGER, shutdown).await.is_err() || !linger {
+        return;
+    }
+    let drained = async {
+        let mut left = LINGER_BYTES;
+        let mut scratch = [0u8; 4096];
+        while left > 0 {
+            let read = std::future::poll_fn(|cx| {
+                let mut wire = lock(wire);
+                let mut buf = tokio::io::ReadBuf::new(&mut scratch);
+                match wire.io() {
+                    Ok(io) => tokio::io::AsyncRead::poll_read(io, cx, &mut buf)
+                        .map_ok(|()| buf.filled().len()),
+                    Err(error) => Poll::Ready(Err(error)),
+                }
+            })
+            .await;
+            match read {
+                Ok(0) | Err(_) => break,
+                Ok(count) => left = left.saturating_sub(count as u64),
+            }
+        }
+    };
+    let _ = timeout(LINGER, drained).await;
+}

@@ -1,0 +1,323 @@
+//! Writes a response to an HTTP/1.1 client: the head as the request and the
+//! body call for (RFC 9112 §6: a length, chunked, or until close; nothing
+//! after `HEAD`, 1xx, 204 or 304), with `Date` and the connection's fate,
+//! then the body as it comes. The head goes out with the first data when
+//! that is ready at once, in one `writev`.
+
+use std::cell::RefCell;
+use std::io::{self, IoSlice};
+use std::task::Poll;
+
+use bytes::Bytes;
+use futures_util::FutureExt;
+use http::header::{self, HeaderMap};
+use http::{Response, StatusCode, Version};
+use http_body::Body;
+use http_body_util::BodyExt;
+
+use super::date;
+use super::wire::{ClientIo, SharedWire};
+use crate::http1::fields::list_items;
+use crate::http1::Decimal;
+use crate::proxy::body::ProxyBody;
+use crate::sync::lock;
+
+/// What the request says of its response.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Asked {
+    pub version: Version,
+    pub head: bool,
+    /// The connection may carry another request after this one.
+    pub persistent: bool,
+    /// The client takes trailer fields (`TE: trailers`).
+    pub trailers: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+thread_local! {
+    /// A head is written into this thread's buffer, when no other is using it.
+    static HEAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Writes `response` and its body; `Ok(true)` if the connection may carry
+/// another request. An error (the client gone, a body cut midway) ends the
+/// connection, with the body's end unsent so the client sees it incomplete.
+pub(super) async fn write<S: ClientIo>(
+    wire: &SharedWire<S>,
+    response: Response<ProxyBody>,
+    asked: Asked,
+) -> io::Result<bool> {
+    let (parts, mut body) = response.into_parts();
+    let framing = framing(parts.status, &parts.headers, &body, asked);
+    let persistent =
+        asked.persistent && framing != Framing::UntilClose && !lists_close(&parts.headers);
+    let mut head = HEAD.with(|head| std::mem::take(&mut *head.borrow_mut()));
+    head.clear();
+    write_head(&mut head, &parts, framing, asked, persistent);
+    lock(wire).answer();
+    let result = write_body(wire, &head, &mut body, framing, asked).await;
+    HEAD.with(|kept| {
+        let mut kept = kept.borrow_mut();
+        if head.capacity() <= 16 * 1024 && kept.capacity() < head.capacity() {
+            *kept = head;
+        }
+    });
+    result.map(|()| persistent)
+}
+
+fn framing(status: StatusCode, headers: &HeaderMap, body: &ProxyBody, asked: Asked) -> Framing {
+    if asked.head
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Framing::None;
+    }
+    if let Some(length) = content_length(headers) {
+        return Framing::Length(length);
+    }
+    if body.is_end_stream() {
+        return Framing::Length(0);
+    }
+    if let Some(length) = body.size_hint().exact() {
+        return Framing::Length(length);
+    }
+    match asked.version {
+        Version::HTTP_10 => Framing::UntilClose,
+        _ => Framing::Chunked,
+    }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    let value = headers.get(header::CONTENT_LENGTH)?;
+    value.to_str().ok()?.parse().ok()
+}
+
+fn lists_close(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .any(|value| list_items(value.as_bytes()).any(|item| item.eq_ignore_ascii_case(b"close")))
+}
+
+fn write_head(
+    head: &mut Vec<u8>,
+    parts: &http::response::Parts,
+    framing: Framing,
+    asked: Asked,
+    persistent: bool,
+) {
+    head.extend_from_slice(match asked.version {
+        Version::HTTP_10 => b"HTTP/1.0 ",
+        _ => b"HTTP/1.1 ",
+    });
+    head.extend_from_slice(parts.status.as_str().as_bytes());
+    head.push(b' ');
+    let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>();
+    match reason {
+        Some(reason) => head.extend_from_slice(reason.as_bytes()),
+        None => head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes()),
+    }
+    head.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        // The framing and the connection's fate are this hop's, written below.
+        if name == header::TRANSFER_ENCODING || name == header::CONNECTION {
+            continue;
+        }
+        if name == header::CONTENT_LENGTH && framing != Framing::None {
+            continue;
+        }
+        field(head, name.as_str().as_bytes(), value.as_bytes());
+    }
+    match framing {
+        Framing::Length(length) => {
+            field(head, b"content-length", Decimal::new(length).as_bytes());
+        }
+        Framing::Chunked => field(head, b"transfer-encoding", b"chunked"),
+        Framing::None | Framing::UntilClose => {}
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        field(head, b"date", &date::now());
+    }
+    if !persistent {
+        field(head, b"connection", b"close");
+    } else if asked.version == Version::HTTP_10 {
+        field(head, b"connection", b"keep-alive");
+    }
+    head.extend_from_slice(b"\r\n");
+}
+
+fn field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    head.extend_from_slice(name);
+    head.extend_from_slice(b": ");
+    head.extend_from_slice(value);
+    head.extend_from_slice(b"\r\n");
+}
+
+async fn write_body<S: ClientIo>(
+    wire: &SharedWire<S>,
+    head: &[u8],
+    body: &mut ProxyBody,
+    framing: Framing,
+    asked: Asked,
+) -> io::Result<()> {
+    if framing == Framing::None {
+        return write_all(wire, &mut [IoSlice::new(head)]).await;
+    }
+    // The head waits for the first data only if it is there at once.
+    let mut head = Some(head);
+    let mut sent = 0u64;
+    loop {
+        let frame = match body.frame().now_or_never() {
+            Some(frame) => frame,
+            None => {
+                if let Some(head) = head.take() {
+                    write_all(wire, &mut [IoSlice::new(head)]).await?;
+                }
+                body.frame().await
+            }
+        };
+        let head_now = head.take().unwrap_or_default();
+        let frame = match frame {
+            None => return finish(wire, head_now, framing, sent, None).await,
+            Some(Err(error)) => {
+                // What came before is sent; the end never is.
+                write_all(wire, &mut [IoSlice::new(head_now)]).await?;
+                return Err(io::Error::other(error));
+            }
+            Some(Ok(frame)) => frame,
+        };
+        let frame = match frame.into_data() {
+            Ok(data) => {
+                sent += data.len() as u64;
+                write_data(wire, head_now, data, framing, sent).await?;
+                continue;
+            }
+            Err(frame) => frame,
+        };
+        if let Ok(trailers) = frame.into_trailers() {
+            let trailers = asked.trailers.then_some(&trailers);
+            return finish(wire, head_now, framing, sent, trailers).await;
+        }
+    }
+}
+
+async fn write_data<S: ClientIo>(
+    wire: &SharedWire<S>,
+    head: &[u8],
+    data: Bytes,
+    framing: Framing,
+    sent: u64,
+) -> io::Result<()> {
+    if let Framing::Length(length) = framing {
+        if sent > length {
+            return Err(io::Error::other("the body is longer than its length"));
+        }
+    }
+    if framing == Framing::Chunked {
+        if data.is_empty() {
+            return write_all(wire, &mut [IoSlice::new(head)]).await;
+        }
+        let (line, len) = chunk_size_line(data.len());
+        return write_all(
+            wire,
+            &mut [
+                IoSlice::new(head),
+                IoSlice::new(&line[..len]),
+                IoSlice::new(&data),
+                IoSlice::new(b"\r\n"),
+            ],
+        )
+        .await;
+    }
+    write_all(wire, &mut [IoSlice::new(head), IoSlice::new(&data)]).await
+}
+
+/// A chunk's size line (RFC 9112 §7.1): hex digits and CRLF, on the stack.
+fn chunk_size_line(size: usize) -> ([u8; 18], usize) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut line = [0; 18];
+    let digits = (usize::BITS - size.leading_zeros()).div_ceil(4).max(1) as usize;
+    for (at, slot) in line[..digits].iter_mut().enumerate() {
+        let shift = 4 * (digits - 1 - at);
+        *slot = DIGITS[(size >> shift) & 0xf];
+    }
+    line[digits..digits + 2].copy_from_slice(b"\r\n");
+    (line, digits + 2)
+}
+
+async fn finish<S: ClientIo>(
+    wire: &SharedWire<S>,
+    head: &[u8],
+    framing: Framing,
+    sent: u64,
+    trailers: Option<&HeaderMap>,
+) -> io::Result<()> {
+    match framing {
+        Framing::Length(length) if sent < length => {
+            write_all(wire, &mut [IoSlice::new(head)]).await?;
+            Err(io::Error::other("the body ended before its length"))
+        }
+        Framing::Chunked => {
+            let mut end = b"0\r\n".to_vec();
+            for (name, value) in trailers.into_iter().flatten() {
+                field(&mut end, name.as_str().as_bytes(), value.as_bytes());
+            }
+            end.extend_from_slice(b"\r\n");
+            write_all(wire, &mut [IoSlice::new(head), IoSlice::new(&end)]).await
+        }
+        _ => write_all(wire, &mut [IoSlice::new(head)]).await,
+    }
+}
+
+/// Writes every slice, then flushes (a TLS stream holds what it encrypts).
+async fn write_all<S: ClientIo>(
+    wire: &SharedWire<S>,
+    mut slices: &mut [IoSlice<'_>],
+) -> io::Result<()> {
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        let written = std::future::poll_fn(|cx| {
+            let mut wire = lock(wire);
+            match wire.io() {
+                Ok(io) => io.poll_write_vectored(cx, slices),
+                Err(error) => Poll::Ready(Err(error)),
+            }
+        })
+        .await?;
+        if written == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, written);
+    }
+    std::future::poll_fn(|cx| match lock(wire).io() {
+        Ok(io) => io.poll_flush(cx),
+        Err(error) => Poll::Ready(Err(error)),
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunk_size_lines_are_lower_case_hex() {
+        for (size, line) in [
+            (1, "1\r\n"),
+            (15, "f\r\n"),
+            (16, "10\r\n"),
+            (16384, "4000\r\n"),
+        ] {
+            let (bytes, len) = chunk_size_line(size);
+            assert_eq!(&bytes[..len], line.as_bytes());
+        }
+    }
+}
