@@ -38,6 +38,7 @@ use crate::http1::{
     header_map, parse_request_head, request_facts, request_framing, BodyFraming, FramingError,
     HeadError, RequestFraming, RequestHead,
 };
+use crate::http1::buffers;
 use crate::metrics::{ClientProtocol, OpenConnection};
 use crate::sync::lock;
 
@@ -152,20 +153,10 @@ pub async fn serve<S: ClientIo>(
                 .metrics
                 .client_connection(ClientProtocol::Http1)
         });
-        let answered = Box::pin(handle(
-            client.state.clone(),
-            client.peer.clone(),
-            client.cut.clone(),
-            request,
-        ))
-        .await;
-        let response = match answered {
-            Ok(response) => response,
-            Err(never) => match never {},
-        };
-        drain |= draining.has_changed().unwrap_or(true);
         asked.persistent &= !drain;
-        let kept = match response::write(&wire, response, asked).await {
+        // Boxed, once per request: an idle connection's task holds none
+        // of a request's state.
+        let kept = match Box::pin(exchange(client, &wire, request, asked, draining)).await {
             Ok(persistent) => persistent,
             Err(error) => {
                 tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
@@ -178,6 +169,31 @@ pub async fn serve<S: ClientIo>(
             return Ended::Closed;
         }
     }
+}
+
+/// Answers one request: the handler, then the response written; `Ok(true)`
+/// if the connection may carry another request.
+async fn exchange<S: ClientIo>(
+    client: &Http1Client,
+    wire: &SharedWire<S>,
+    request: Request<ClientIncoming>,
+    mut asked: Asked,
+    draining: &mut watch::Receiver<()>,
+) -> std::io::Result<bool> {
+    let answered = handle(
+        client.state.clone(),
+        client.peer.clone(),
+        client.cut.clone(),
+        request,
+    )
+    .await;
+    let response = match answered {
+        Ok(response) => response,
+        Err(never) => match never {},
+    };
+    // A server that started draining meanwhile closes after this response.
+    asked.persistent &= !draining.has_changed().unwrap_or(true);
+    response::write(wire, response, asked).await
 }
 
 /// Reads until the next request head is whole (or refused, or the
@@ -338,11 +354,11 @@ async fn close<S: ClientIo>(wire: &SharedWire<S>, linger: bool) {
     }
     let drained = async {
         let mut left = LINGER_BYTES;
-        let mut scratch = [0u8; 4096];
+        let mut scratch = buffers::lend();
         while left > 0 {
             let read = std::future::poll_fn(|cx| {
                 let mut wire = lock(wire);
-                let mut buf = tokio::io::ReadBuf::new(&mut scratch);
+                let mut buf = tokio::io::ReadBuf::new(scratch.spare());
                 match wire.io() {
                     Ok(io) => tokio::io::AsyncRead::poll_read(io, cx, &mut buf)
                         .map_ok(|()| buf.filled().len()),
