@@ -26,6 +26,7 @@ mod infra_faults;
 mod lifecycle;
 mod load;
 mod metrics;
+mod own_http1;
 mod protocols;
 mod resolve;
 mod routes_file;
