@@ -193,8 +193,10 @@ impl Connections {
         mut client: Client,
         prior_knowledge: bool,
     ) {
+        // hyper's server is boxed on both paths: an idle connection's task
+        // is then only as large as the own server's state.
         if self.engine == Http1Engine::Hyper {
-            return self.serve(io, client).await;
+            return Box::pin(self.serve(io, client)).await;
         }
         let own = Http1Client {
             state: self.state.clone(),
@@ -204,7 +206,6 @@ impl Connections {
         };
         match http1_server::serve(io, &own, &mut client.draining, prior_knowledge).await {
             Ended::Closed => {}
-            // Boxed: an idle connection's task is only as large as the own server's.
             Ended::HandOff(rewound) => Box::pin(self.serve(rewound, client)).await,
         }
     }

@@ -141,7 +141,8 @@ pub async fn serve<S: ClientIo>(
                     persistent: false,
                     trailers: false,
                 };
-                let _ = response::write(&wire, refusal.response(), asked).await;
+                // Boxed, as the exchange below: rare, and large.
+                let _ = Box::pin(response::write(&wire, refusal.response(), asked)).await;
                 close(&wire, true).await;
                 return Ended::Closed;
             }
