@@ -193,6 +193,9 @@ async fn exchange<S: ClientIo>(
     };
     // A server that started draining meanwhile closes after this response.
     asked.persistent &= !draining.has_changed().unwrap_or(true);
+    // No body of the request is left once the handler is done with it.
+    let alone = Arc::strong_count(wire) == 1;
+    asked.persistent &= lock(wire).settle(alone);
     response::write(wire, response, asked).await
 }
 

@@ -1,0 +1,64 @@
+//! The own HTTP/1.1 server against what hyper's server did before it (still
+//! there with `--http1-engine hyper`): a connection kept after a refusal
+//! whose body has arrived, a client that goes away while its request waits,
+//! the trailer fields passed on, and the strict framing held whatever the
+//! request asks after it.
+
+use dockhand::connect::Http1Engine;
+
+use crate::support::*;
+
+const OK: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok";
+
+/// A proxy for `a.test` on `upstream`, with `engine` on both sides.
+async fn proxy_with(engine: Http1Engine, upstream: std::net::SocketAddr) -> Proxy {
+    let settings = dockhand::settings::Settings {
+        http1_engine: engine,
+        ..test_settings()
+    };
+    Proxy::start_with(&one_route("a.test", upstream), settings).await
+}
+
+/// A request answered without its body being read (no route: 404), whose
+/// small body came with its head: the body is skipped, as hyper's server
+/// skips it, and the request pipelined after it is answered on the same
+/// connection.
+#[tokio::test]
+async fn a_refused_request_whose_body_has_arrived_keeps_its_connection() {
+    for engine in [Http1Engine::Own, Http1Engine::Hyper] {
+        let upstream = RecordingUpstream::start(OK).await;
+        let proxy = proxy_with(engine, upstream.addr).await;
+        let pipelined = "POST / HTTP/1.1\r\nHost: nowhere.test\r\nContent-Length: 5\r\n\r\nhello\
+                         GET /next HTTP/1.1\r\nHost: a.test\r\n\r\n";
+        let answers = raw_responses(proxy.addr, pipelined.as_bytes(), 2).await;
+        assert_eq!(answers.len(), 2, "{engine:?}: {answers:?}");
+        assert!(
+            answers[0].starts_with("HTTP/1.1 404 "),
+            "{engine:?}: {answers:?}"
+        );
+        assert!(
+            answers[1].starts_with("HTTP/1.1 200 "),
+            "{engine:?}: {answers:?}"
+        );
+        let requests = upstream.requests();
+        assert_eq!(requests.len(), 1, "{engine:?}: {requests:?}");
+        assert!(
+            requests[0].starts_with("GET /next "),
+            "{engine:?}: {requests:?}"
+        );
+    }
+}
+
+/// A request whose body can't be read (malformed chunked) is answered 400
+/// and its connection closed: the answer says so, so that the client does
+/// not send another request on it.
+#[tokio::test]
+async fn a_request_whose_body_is_malformed_is_answered_connection_close() {
+    let upstream = RecordingUpstream::start(OK).await;
+    let proxy = proxy_with(Http1Engine::Own, upstream.addr).await;
+    let request = "POST / HTTP/1.1\r\nHost: a.test\r\nTransfer-Encoding: chunked\r\n\r\n\
+                   5\r\nhello\r\nzz\r\n";
+    let answer = raw_exchange(proxy.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer:?}");
+    assert!(answer.contains("\r\nconnection: close\r\n"), "{answer:?}");
+}
