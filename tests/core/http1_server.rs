@@ -4,7 +4,12 @@
 //! the trailer fields passed on, and the strict framing held whatever the
 //! request asks after it.
 
+use std::time::Duration;
+
 use dockhand::connect::Http1Engine;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
 
 use crate::support::*;
 
@@ -61,4 +66,47 @@ async fn a_request_whose_body_is_malformed_is_answered_connection_close() {
     let answer = raw_exchange(proxy.addr, request.as_bytes()).await;
     assert!(answer.starts_with("HTTP/1.1 400 "), "{answer:?}");
     assert!(answer.contains("\r\nconnection: close\r\n"), "{answer:?}");
+}
+
+/// A client that closes its connection while its request waits for the
+/// upstream's answer: the request is abandoned, and with it the upstream
+/// connection, rather than kept until the upstream answers or times out.
+#[tokio::test]
+async fn a_client_gone_while_its_request_waits_abandons_the_upstream_request() {
+    for engine in [Http1Engine::Own, Http1Engine::Hyper] {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let upstream = listener.local_addr().unwrap();
+        let (got_request, request_seen) = oneshot::channel::<()>();
+        let (abandoned, upstream_closed) = oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut received = Vec::new();
+            let mut buffer = [0; 4096];
+            while !received.windows(4).any(|w| w == b"\r\n\r\n") {
+                let Ok(read @ 1..) = stream.read(&mut buffer).await else {
+                    return;
+                };
+                received.extend_from_slice(&buffer[..read]);
+            }
+            let _ = got_request.send(());
+            // Never answers; reads until dockhand gives up on the request.
+            while let Ok(1..) = stream.read(&mut buffer).await {}
+            let _ = abandoned.send(());
+        });
+        let proxy = proxy_with(engine, upstream).await;
+        let mut client = TcpStream::connect(proxy.addr).await.unwrap();
+        client
+            .write_all(b"GET /long-poll HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), request_seen)
+            .await
+            .expect("the request reaches the upstream")
+            .unwrap();
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), upstream_closed)
+            .await
+            .unwrap_or_else(|_| panic!("{engine:?}: the upstream request is still waiting"))
+            .unwrap();
+    }
 }

@@ -185,9 +185,8 @@ async fn exchange<S: ClientIo>(
         client.peer.clone(),
         client.cut.clone(),
         request,
-    )
-    .await;
-    let response = match answered {
+    );
+    let response = match until_gone(wire, answered).await? {
         Ok(response) => response,
         Err(never) => match never {},
     };
@@ -196,7 +195,23 @@ async fn exchange<S: ClientIo>(
     // No body of the request is left once the handler is done with it.
     let alone = Arc::strong_count(wire) == 1;
     asked.persistent &= lock(wire).settle(alone);
-    response::write(wire, response, asked).await
+    until_gone(wire, response::write(wire, response, asked)).await?
+}
+
+/// Runs `work` (answering a request) unless the client goes away first,
+/// which drops the answer, as hyper's server drops it.
+async fn until_gone<S: ClientIo, T>(
+    wire: &SharedWire<S>,
+    work: impl std::future::Future<Output = T>,
+) -> std::io::Result<T> {
+    tokio::select! {
+        biased;
+        done = work => Ok(done),
+        () = std::future::poll_fn(|cx| lock(wire).poll_gone(cx)) => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the client closed the connection before its answer",
+        )),
+    }
 }
 
 /// Reads until the next request head is whole (or refused, or the

@@ -169,6 +169,21 @@ impl<S: ClientIo> Wire<S> {
         !self.broken && (self.body.is_done() || !alone)
     }
 
+    /// Ready once the client has closed the connection (or it failed) while
+    /// its request is answered: hyper's server then drops the answer, and
+    /// with it the upstream's exchange. Looked at only once the body has
+    /// been read (until then the body reads the connection), and only while
+    /// no bytes of a next request wait (those are its to read).
+    pub(super) fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.body.is_done() || !self.buffered().is_empty() {
+            return Poll::Pending;
+        }
+        match self.poll_fill(cx) {
+            Poll::Ready(Ok(0) | Err(_)) => Poll::Ready(()),
+            Poll::Ready(Ok(_)) | Poll::Pending => Poll::Pending,
+        }
+    }
+
     pub(super) fn io(&mut self) -> io::Result<Pin<&mut S>> {
         match &mut self.io {
             Some(io) => Ok(Pin::new(io)),
