@@ -110,3 +110,30 @@ async fn a_client_gone_while_its_request_waits_abandons_the_upstream_request() {
             .unwrap();
     }
 }
+
+/// RFC 9110 §6.5.1: trailer fields are sent to an HTTP/1.1 client when it
+/// takes them, only those the response's `Trailer` field announces, and
+/// never one that frames, routes or authenticates (as hyper's server).
+#[tokio::test]
+async fn only_announced_trailer_fields_that_may_be_trailers_reach_the_client() {
+    for engine in [Http1Engine::Own, Http1Engine::Hyper] {
+        let upstream = RecordingUpstream::start(
+            b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\
+              trailer: x-checksum, content-length\r\n\r\n\
+              2\r\nok\r\n0\r\nx-checksum: abc\r\nx-unannounced: 1\r\ncontent-length: 99\r\n\r\n",
+        )
+        .await;
+        let proxy = proxy_with(engine, upstream.addr).await;
+        let request = "GET / HTTP/1.1\r\nHost: a.test\r\nTE: trailers\r\n\r\n";
+        let answers = raw_responses(proxy.addr, request.as_bytes(), 1).await;
+        assert_eq!(answers.len(), 1, "{engine:?}: {answers:?}");
+        let answer = answers[0].to_ascii_lowercase();
+        let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(
+            body.contains("\r\nx-checksum: abc\r\n"),
+            "{engine:?}: {body:?}"
+        );
+        assert!(!body.contains("x-unannounced"), "{engine:?}: {body:?}");
+        assert!(!body.contains("content-length"), "{engine:?}: {body:?}");
+    }
+}
