@@ -137,3 +137,18 @@ async fn only_announced_trailer_fields_that_may_be_trailers_reach_the_client() {
         assert!(!body.contains("content-length"), "{engine:?}: {body:?}");
     }
 }
+
+/// RFC 9112 §6.1: a request with both `Transfer-Encoding` and
+/// `Content-Length` is refused even when it also asks for an upgrade
+/// (which hyper's server would have been handed).
+#[tokio::test]
+async fn a_request_with_both_lengths_is_refused_even_when_it_asks_for_an_upgrade() {
+    let upstream = RecordingUpstream::start(OK).await;
+    let proxy = proxy_with(Http1Engine::Own, upstream.addr).await;
+    let request =
+        "POST / HTTP/1.1\r\nHost: a.test\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\
+                   Content-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nG";
+    let answer = raw_exchange(proxy.addr, request.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400 "), "{answer:?}");
+    upstream.assert_untouched("CL.TE with Upgrade");
+}

@@ -291,14 +291,12 @@ struct Parsed {
 /// (a target or field the `http` crate refuses, over 100 fields) and what
 /// the wire layer's strict framing refuses.
 fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
-    let facts = request_facts(head);
-    if facts.upgrade {
-        return Ok(None);
-    }
     if head.fields.len() > MOST_REQUEST_FIELDS {
         return Err(Refusal::Status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }
     let bad = Refusal::Status(StatusCode::BAD_REQUEST);
+    // The framing first: a request hyper's server would be handed (below)
+    // is held to the same strict reading as the rest.
     let body = match request_framing(head) {
         Ok(RequestFraming::None) => BodyFraming::Done,
         Ok(RequestFraming::Length(length)) => BodyFraming::length(length),
@@ -310,6 +308,10 @@ fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
         }
         Err(_) => return Err(bad),
     };
+    let facts = request_facts(head);
+    if facts.upgrade {
+        return Ok(None);
+    }
     let method = Method::from_bytes(head.method).map_err(|_| bad)?;
     let uri = match Uri::try_from(head.target) {
         Ok(uri) => uri,
