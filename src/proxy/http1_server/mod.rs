@@ -394,3 +394,19 @@ async fn close<S: ClientIo>(wire: &SharedWire<S>, linger: bool) {
     };
     let _ = timeout(LINGER, drained).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's task is as large as the largest of its states, and
+    /// holds that for as long as the connection is open, idle too.
+    #[test]
+    fn closing_a_connection_adds_no_buffer_to_its_task() {
+        let (_client, server) = tokio::io::duplex(64);
+        let wire = Wire::shared(server);
+        let closing = close(&wire, true);
+        let size = std::mem::size_of_val(&closing);
+        assert!(size < 1024, "{size} bytes");
+    }
+}
