@@ -34,11 +34,11 @@ use super::client_identity::PeerInfo;
 use super::error::{ErrorKind, ProxyError};
 use super::forward::{handle, ProxyState};
 use super::send_timeout::ClientCut;
+use crate::http1::buffers;
 use crate::http1::{
     header_map, parse_request_head, request_facts, request_framing, BodyFraming, FramingError,
     HeadError, RequestFraming, RequestHead,
 };
-use crate::http1::buffers;
 use crate::metrics::{ClientProtocol, OpenConnection};
 use crate::sync::lock;
 
