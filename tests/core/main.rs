@@ -19,6 +19,7 @@ mod forwarding;
 mod host_header;
 mod hostile_http1;
 mod hostile_http2;
+mod http1_server;
 mod https;
 mod https_protocols;
 mod https_redirect;

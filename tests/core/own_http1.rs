@@ -51,8 +51,14 @@ async fn http_1_0_keeps_its_connection_only_when_it_asks() {
         stream.write_all(kept).await.unwrap();
         let (responses, closed) = read_responses(&mut stream, 1).await;
         assert!(!closed, "{responses:?}");
-        assert!(responses[0].starts_with("HTTP/1.0 200 OK\r\n"), "{responses:?}");
-        assert!(responses[0].contains("\r\nconnection: keep-alive\r\n"), "{responses:?}");
+        assert!(
+            responses[0].starts_with("HTTP/1.0 200 OK\r\n"),
+            "{responses:?}"
+        );
+        assert!(
+            responses[0].contains("\r\nconnection: keep-alive\r\n"),
+            "{responses:?}"
+        );
     }
     stream
         .write_all(b"GET /2 HTTP/1.0\r\nHost: a.test\r\n\r\n")
@@ -60,8 +66,14 @@ async fn http_1_0_keeps_its_connection_only_when_it_asks() {
         .unwrap();
     let (responses, closed) = read_responses(&mut stream, 2).await;
     assert_eq!(responses.len(), 1, "{responses:?}");
-    assert!(responses[0].starts_with("HTTP/1.0 200 OK\r\n"), "{responses:?}");
-    assert!(closed, "an HTTP/1.0 request without keep-alive ends its connection");
+    assert!(
+        responses[0].starts_with("HTTP/1.0 200 OK\r\n"),
+        "{responses:?}"
+    );
+    assert!(
+        closed,
+        "an HTTP/1.0 request without keep-alive ends its connection"
+    );
 }
 
 /// RFC 9112 §6.3 item 8: an HTTP/1.0 client can't read chunked, so a body
@@ -93,8 +105,14 @@ async fn a_body_of_unknown_length_reaches_an_http_1_0_client_until_close() {
     )
     .await;
     assert_eq!(answers.len(), 2, "{answers:?}");
-    assert!(answers[0].contains("transfer-encoding: chunked"), "{answers:?}");
-    assert!(answers[0].ends_with("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"), "{answers:?}");
+    assert!(
+        answers[0].contains("transfer-encoding: chunked"),
+        "{answers:?}"
+    );
+    assert!(
+        answers[0].ends_with("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
+        "{answers:?}"
+    );
 }
 
 /// The head a client gets: the upstream's reason phrase as it was sent, a
@@ -127,7 +145,10 @@ async fn heads_keep_the_reason_phrase_and_head_answers_have_no_body() {
     }
     let answer = String::from_utf8_lossy(&answer);
     let (head, rest) = answer.split_once("\r\n\r\n").expect("a head");
-    assert!(head.starts_with("HTTP/1.1 200 Fine Indeed\r\n"), "{answer:?}");
+    assert!(
+        head.starts_with("HTTP/1.1 200 Fine Indeed\r\n"),
+        "{answer:?}"
+    );
     assert!(head.contains("\r\ncontent-length: 11"), "{answer:?}");
     let date = head
         .lines()
@@ -135,7 +156,10 @@ async fn heads_keep_the_reason_phrase_and_head_answers_have_no_body() {
         .expect("a Date field");
     assert!(httpdate::parse_http_date(date).is_ok(), "{date}");
     // The HEAD answer's head is followed at once by the GET's.
-    assert!(rest.starts_with("HTTP/1.1 200 Fine Indeed\r\n"), "{answer:?}");
+    assert!(
+        rest.starts_with("HTTP/1.1 200 Fine Indeed\r\n"),
+        "{answer:?}"
+    );
     assert!(rest.ends_with("\r\n\r\nhello world"), "{answer:?}");
 }
 
@@ -158,7 +182,10 @@ async fn a_websocket_upgrade_after_a_plain_request_on_one_connection() {
         .await
         .unwrap();
     let (responses, closed) = read_responses(&mut stream, 1).await;
-    assert!(!closed && responses[0].starts_with("HTTP/1.1 200 "), "{responses:?}");
+    assert!(
+        !closed && responses[0].starts_with("HTTP/1.1 200 "),
+        "{responses:?}"
+    );
     assert!(responses[0].contains("x-backend: plain"), "{responses:?}");
     let (mut socket, response) = tokio_tungstenite::client_async("ws://a.test/socket", stream)
         .await
@@ -179,11 +206,15 @@ async fn the_hyper_engine_keeps_hyper_s_server() {
     let routes = one_route("a.test", upstream.addr);
     let request = b"POST / HTTP/1.1\r\nHost: a.test\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n";
     let own = Proxy::start(&routes).await;
-    assert!(raw_exchange(own.addr, request).await.starts_with("HTTP/1.1 400 "));
+    assert!(raw_exchange(own.addr, request)
+        .await
+        .starts_with("HTTP/1.1 400 "));
     upstream.assert_untouched("the own server refuses both lengths");
     let mut settings = test_settings();
     settings.http1_engine = dockhand::connect::Http1Engine::Hyper;
     let hyper = Proxy::start_with(&routes, settings).await;
-    assert!(raw_exchange(hyper.addr, request).await.starts_with("HTTP/1.1 200 "));
+    assert!(raw_exchange(hyper.addr, request)
+        .await
+        .starts_with("HTTP/1.1 200 "));
     assert_eq!(upstream.requests().len(), 1, "{:?}", upstream.requests());
 }

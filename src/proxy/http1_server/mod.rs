@@ -34,11 +34,11 @@ use super::client_identity::PeerInfo;
 use super::error::{ErrorKind, ProxyError};
 use super::forward::{handle, ProxyState};
 use super::send_timeout::ClientCut;
+use crate::http1::buffers;
 use crate::http1::{
     header_map, parse_request_head, request_facts, request_framing, BodyFraming, FramingError,
     HeadError, RequestFraming, RequestHead,
 };
-use crate::http1::buffers;
 use crate::metrics::{ClientProtocol, OpenConnection};
 use crate::sync::lock;
 
@@ -186,15 +186,33 @@ async fn exchange<S: ClientIo>(
         client.peer.clone(),
         client.cut.clone(),
         request,
-    )
-    .await;
-    let response = match answered {
+    );
+    let response = match until_gone(wire, answered).await? {
         Ok(response) => response,
         Err(never) => match never {},
     };
     // A server that started draining meanwhile closes after this response.
     asked.persistent &= !draining.has_changed().unwrap_or(true);
-    response::write(wire, response, asked).await
+    // No body of the request is left once the handler is done with it.
+    let alone = Arc::strong_count(wire) == 1;
+    asked.persistent &= lock(wire).settle(alone);
+    until_gone(wire, response::write(wire, response, asked)).await?
+}
+
+/// Runs `work` (answering a request) unless the client goes away first,
+/// which drops the answer, as hyper's server drops it.
+async fn until_gone<S: ClientIo, T>(
+    wire: &SharedWire<S>,
+    work: impl std::future::Future<Output = T>,
+) -> std::io::Result<T> {
+    tokio::select! {
+        biased;
+        done = work => Ok(done),
+        () = std::future::poll_fn(|cx| lock(wire).poll_gone(cx)) => Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionAborted,
+            "the client closed the connection before its answer",
+        )),
+    }
 }
 
 /// Reads until the next request head is whole (or refused, or the
@@ -274,14 +292,12 @@ struct Parsed {
 /// (a target or field the `http` crate refuses, over 100 fields) and what
 /// the wire layer's strict framing refuses.
 fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
-    let facts = request_facts(head);
-    if facts.upgrade {
-        return Ok(None);
-    }
     if head.fields.len() > MOST_REQUEST_FIELDS {
         return Err(Refusal::Status(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }
     let bad = Refusal::Status(StatusCode::BAD_REQUEST);
+    // The framing first: a request hyper's server would be handed (below)
+    // is held to the same strict reading as the rest.
     let body = match request_framing(head) {
         Ok(RequestFraming::None) => BodyFraming::Done,
         Ok(RequestFraming::Length(length)) => BodyFraming::length(length),
@@ -293,6 +309,10 @@ fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
         }
         Err(_) => return Err(bad),
     };
+    let facts = request_facts(head);
+    if facts.upgrade {
+        return Ok(None);
+    }
     let method = Method::from_bytes(head.method).map_err(|_| bad)?;
     let uri = match Uri::try_from(head.target) {
         Ok(uri) => uri,
@@ -374,4 +394,20 @@ async fn close<S: ClientIo>(wire: &SharedWire<S>, linger: bool) {
         }
     };
     let _ = timeout(LINGER, drained).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection's task is as large as the largest of its states, and
+    /// holds that for as long as the connection is open, idle too.
+    #[test]
+    fn closing_a_connection_adds_no_buffer_to_its_task() {
+        let (_client, server) = tokio::io::duplex(64);
+        let wire = Wire::shared(server);
+        let closing = close(&wire, true);
+        let size = std::mem::size_of_val(&closing);
+        assert!(size < 1024, "{size} bytes");
+    }
 }

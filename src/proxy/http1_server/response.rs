@@ -62,7 +62,7 @@ pub(super) async fn write<S: ClientIo>(
     head.clear();
     write_head(&mut head, &parts, framing, asked, persistent);
     lock(wire).answer();
-    let result = write_body(wire, &head, &mut body, framing, asked).await;
+    let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     HEAD.with(|kept| {
         let mut kept = kept.borrow_mut();
         if head.capacity() <= 16 * 1024 && kept.capacity() < head.capacity() {
@@ -167,6 +167,7 @@ async fn write_body<S: ClientIo>(
     body: &mut ProxyBody,
     framing: Framing,
     asked: Asked,
+    headers: &HeaderMap,
 ) -> io::Result<()> {
     if framing == Framing::None {
         return write_all(wire, &mut [IoSlice::new(head)]).await;
@@ -203,7 +204,7 @@ async fn write_body<S: ClientIo>(
             Err(frame) => frame,
         };
         if let Ok(trailers) = frame.into_trailers() {
-            let trailers = asked.trailers.then_some(&trailers);
+            let trailers = asked.trailers.then_some((&trailers, headers));
             return finish(wire, head_now, framing, sent, trailers).await;
         }
     }
@@ -258,7 +259,7 @@ async fn finish<S: ClientIo>(
     head: &[u8],
     framing: Framing,
     sent: u64,
-    trailers: Option<&HeaderMap>,
+    trailers: Option<(&HeaderMap, &HeaderMap)>,
 ) -> io::Result<()> {
     match framing {
         Framing::Length(length) if sent < length => {
@@ -267,14 +268,45 @@ async fn finish<S: ClientIo>(
         }
         Framing::Chunked => {
             let mut end = b"0\r\n".to_vec();
-            for (name, value) in trailers.into_iter().flatten() {
-                field(&mut end, name.as_str().as_bytes(), value.as_bytes());
+            if let Some((trailers, headers)) = trailers {
+                for (name, value) in trailers {
+                    if may_send_trailer(headers, name) {
+                        field(&mut end, name.as_str().as_bytes(), value.as_bytes());
+                    }
+                }
             }
             end.extend_from_slice(b"\r\n");
             write_all(wire, &mut [IoSlice::new(head), IoSlice::new(&end)]).await
         }
         _ => write_all(wire, &mut [IoSlice::new(head)]).await,
     }
+}
+
+/// Whether the trailer field `name` may follow a response with `headers`,
+/// as hyper's server decides (RFC 9110 §6.5.1): the response's `Trailer`
+/// field announces it, and it is not one a recipient must not take from
+/// trailers (framing, routing, authentication, controls, the content's own
+/// description).
+fn may_send_trailer(headers: &HeaderMap, name: &header::HeaderName) -> bool {
+    const NEVER: [header::HeaderName; 12] = [
+        header::AUTHORIZATION,
+        header::CACHE_CONTROL,
+        header::CONTENT_ENCODING,
+        header::CONTENT_LENGTH,
+        header::CONTENT_RANGE,
+        header::CONTENT_TYPE,
+        header::HOST,
+        header::MAX_FORWARDS,
+        header::SET_COOKIE,
+        header::TRAILER,
+        header::TRANSFER_ENCODING,
+        header::TE,
+    ];
+    !NEVER.contains(name)
+        && headers.get_all(header::TRAILER).iter().any(|value| {
+            list_items(value.as_bytes())
+                .any(|item| item.eq_ignore_ascii_case(name.as_str().as_bytes()))
+        })
 }
 
 /// Writes every slice, then flushes (a TLS stream holds what it encrypts).
@@ -319,5 +351,22 @@ mod tests {
             let (bytes, len) = chunk_size_line(size);
             assert_eq!(&bytes[..len], line.as_bytes());
         }
+    }
+
+    #[test]
+    fn only_announced_trailers_that_may_be_trailers_are_sent() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::TRAILER,
+            http::HeaderValue::from_static("X-Checksum, content-length"),
+        );
+        let checksum = header::HeaderName::from_static("x-checksum");
+        assert!(may_send_trailer(&headers, &checksum));
+        assert!(!may_send_trailer(&headers, &header::CONTENT_LENGTH));
+        assert!(!may_send_trailer(
+            &headers,
+            &header::HeaderName::from_static("x-other")
+        ));
+        assert!(!may_send_trailer(&HeaderMap::new(), &checksum));
     }
 }

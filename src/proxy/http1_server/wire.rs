@@ -8,7 +8,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{ready, Context, Poll};
+use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -26,6 +26,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin + Send + 'static> ClientIo for S {}
 /// The interim answer a client that sent `Expect: 100-continue` waits for
 /// before its body (RFC 9110 §10.1.1).
 const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The most of a body nobody reads that is skipped, if it has arrived,
+/// to keep its connection for the next request.
+const SKIPPED_BYTES: usize = 64 * 1024;
 
 pub(super) type SharedWire<S> = Arc<Mutex<Wire<S>>>;
 
@@ -139,6 +143,45 @@ impl<S: ClientIo> Wire<S> {
     /// next request starts at the next byte.
     pub(super) fn body_read(&self) -> bool {
         self.body.is_done() && !self.broken
+    }
+
+    /// Just before the response: whether the connection can still carry
+    /// another request after it. A body nobody reads any more (`alone`: no
+    /// `Http1RequestBody` is left) is skipped if the rest of it has already
+    /// arrived, as hyper's server skips it, so that a request answered
+    /// without its body (a 404 to a POST) keeps its connection. A body that
+    /// failed, or that nobody will read to its end, ends the connection, and
+    /// the response says so (`Connection: close`).
+    pub(super) fn settle(&mut self, alone: bool) -> bool {
+        self.answer();
+        if alone {
+            let mut cx = Context::from_waker(Waker::noop());
+            let mut skipped = 0;
+            while skipped <= SKIPPED_BYTES {
+                match self.poll_body(self.request, &mut cx) {
+                    Poll::Ready(Some(Ok(frame))) => {
+                        skipped += frame.data_ref().map_or(0, Bytes::len);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        !self.broken && (self.body.is_done() || !alone)
+    }
+
+    /// Ready once the client has closed the connection (or it failed) while
+    /// its request is answered: hyper's server then drops the answer, and
+    /// with it the upstream's exchange. Looked at only once the body has
+    /// been read (until then the body reads the connection), and only while
+    /// no bytes of a next request wait (those are its to read).
+    pub(super) fn poll_gone(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.body.is_done() || !self.buffered().is_empty() {
+            return Poll::Pending;
+        }
+        match self.poll_fill(cx) {
+            Poll::Ready(Ok(0) | Err(_)) => Poll::Ready(()),
+            Poll::Ready(Ok(_)) | Poll::Pending => Poll::Pending,
+        }
     }
 
     pub(super) fn io(&mut self) -> io::Result<Pin<&mut S>> {
