@@ -23,7 +23,7 @@ use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
@@ -37,8 +37,8 @@ use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::{
-    header_map, parse_response_head, response_framing, response_persistent, ResponseFraming,
-    MAX_HEADERS,
+    header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
+    response_persistent, ResponseFraming, MAX_HEADERS,
 };
 use crate::sync::lock;
 
@@ -476,14 +476,11 @@ where
         ));
     }
     if chunked {
-        let mut end = b"0\r\n".to_vec();
-        for (name, value) in trailers.iter().flat_map(sendable_trailers) {
-            end.extend_from_slice(name.as_str().as_bytes());
-            end.extend_from_slice(b": ");
-            end.extend_from_slice(value.as_bytes());
-            end.extend_from_slice(b"\r\n");
-        }
-        end.extend_from_slice(b"\r\n");
+        let sendable = trailers
+            .iter()
+            .flatten()
+            .filter(|(name, _)| may_be_trailer(name));
+        let end = last_chunk(sendable);
         writer.write_all(&end).await.map_err(ExchangeError::Write)?;
     }
     writer.flush().await.map_err(ExchangeError::Write)
@@ -515,30 +512,6 @@ impl ChunkSizeLine {
     fn as_bytes(&self) -> &[u8] {
         &self.bytes[self.start..]
     }
-}
-
-/// Trailer fields that may be sent: none that frames, routes, controls,
-/// authenticates or describes the message, which are evaluated before its
-/// content (RFC 9110 §6.5.1); hyper's client drops the same ones.
-fn sendable_trailers(trailers: &HeaderMap) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
-    trailers.iter().filter(|(name, _)| {
-        !matches!(
-            *name,
-            &header::CONTENT_LENGTH
-                | &header::TRANSFER_ENCODING
-                | &header::HOST
-                | &header::TRAILER
-                | &header::TE
-                | &header::CONNECTION
-                | &header::CONTENT_TYPE
-                | &header::CONTENT_ENCODING
-                | &header::CONTENT_RANGE
-                | &header::AUTHORIZATION
-                | &header::CACHE_CONTROL
-                | &header::MAX_FORWARDS
-                | &header::SET_COOKIE
-        )
-    })
 }
 
 /// The request's method as far as the response's framing goes: a `HEAD`'s

@@ -126,22 +126,3 @@ pub fn header_map<'a>(
     }
     Ok(headers)
 }
-
-/// The fields of a chunked body's trailer section (`ChunkedDecoder` has
-/// checked its form and size); `None` if they are not valid header fields.
-pub fn trailer_fields(section: &[u8]) -> Option<http::HeaderMap> {
-    if section.is_empty() {
-        return Some(http::HeaderMap::new());
-    }
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let Ok(httparse::Status::Complete((_, fields))) = httparse::parse_headers(section, &mut parsed)
-    else {
-        return None;
-    };
-    let count = fields.len();
-    let fields = fields.iter().map(|field| Field {
-        name: field.name.as_bytes(),
-        value: field.value,
-    });
-    header_map(fields, count).ok()
-}

@@ -1,6 +1,7 @@
 //! HTTP/1.1 on the wire (RFC 9112), as bytes in and bytes out: request and
 //! response heads parsed with `httparse` into slices of the read buffer
-//! (`request_head`, `response_head`, their fields in `fields`), how a
+//! (`request_head`, `response_head`, their fields in `fields` and trailer
+//! fields in `trailers`), how a
 //! message's body is framed and what its head says of the connection
 //! (`framing`), where a body's data lies (`body`, with the chunked decoder
 //! of `chunked`), and heads written
@@ -20,10 +21,11 @@ pub mod framing;
 pub mod head_writer;
 pub mod request_head;
 pub mod response_head;
+pub mod trailers;
 
 pub use body::{BodyFraming, Taken};
 pub use chunked::{ChunkedDecoder, ChunkedError, Progress};
-pub use fields::{header_map, trailer_fields, Field, Fields, InvalidField};
+pub use fields::{header_map, Field, Fields, InvalidField};
 pub use framing::{
     request_facts, request_framing, response_framing, response_persistent, FramingError,
     RequestFacts, RequestFraming, ResponseFraming,
@@ -31,6 +33,7 @@ pub use framing::{
 pub use head_writer::{Decimal, HeadWriteError, HeadWriter};
 pub use request_head::{parse_request_head, HeadError, RequestHead};
 pub use response_head::{parse_response_head, ResponseHead};
+pub use trailers::{last_chunk, may_be_trailer, trailer_fields};
 
 /// The largest response head (status line and header fields, up to and
 /// including the empty line) read from an upstream, and the largest

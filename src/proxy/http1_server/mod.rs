@@ -127,6 +127,11 @@ pub async fn serve<S: ClientIo>(
             Next::Request(request, asked) => (request, asked),
             Next::Closed => return Ended::Closed,
             Next::HandOff => {
+                // hyper's server would not see the drain already under way.
+                if drain {
+                    close(&wire, false).await;
+                    return Ended::Closed;
+                }
                 let Some((io, read)) = lock(&wire).hand_off() else {
                     return Ended::Closed;
                 };

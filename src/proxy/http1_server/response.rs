@@ -18,7 +18,7 @@ use http_body_util::BodyExt;
 use super::date;
 use super::wire::{ClientIo, SharedWire};
 use crate::http1::fields::list_items;
-use crate::http1::Decimal;
+use crate::http1::{last_chunk, may_be_trailer, Decimal};
 use crate::proxy::body::ProxyBody;
 use crate::sync::lock;
 
@@ -60,8 +60,8 @@ pub(super) async fn write<S: ClientIo>(
         asked.persistent && framing != Framing::UntilClose && !lists_close(&parts.headers);
     let mut head = HEAD.with(|head| std::mem::take(&mut *head.borrow_mut()));
     head.clear();
+    head.extend_from_slice(lock(wire).answer());
     write_head(&mut head, &parts, framing, asked, persistent);
-    lock(wire).answer();
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     HEAD.with(|kept| {
         let mut kept = kept.borrow_mut();
@@ -267,15 +267,12 @@ async fn finish<S: ClientIo>(
             Err(io::Error::other("the body ended before its length"))
         }
         Framing::Chunked => {
-            let mut end = b"0\r\n".to_vec();
-            if let Some((trailers, headers)) = trailers {
-                for (name, value) in trailers {
-                    if may_send_trailer(headers, name) {
-                        field(&mut end, name.as_str().as_bytes(), value.as_bytes());
-                    }
-                }
-            }
-            end.extend_from_slice(b"\r\n");
+            let sendable = trailers.into_iter().flat_map(|(trailers, headers)| {
+                trailers
+                    .iter()
+                    .filter(move |(name, _)| may_send_trailer(headers, name))
+            });
+            let end = last_chunk(sendable);
             write_all(wire, &mut [IoSlice::new(head), IoSlice::new(&end)]).await
         }
         _ => write_all(wire, &mut [IoSlice::new(head)]).await,
@@ -283,26 +280,10 @@ async fn finish<S: ClientIo>(
 }
 
 /// Whether the trailer field `name` may follow a response with `headers`,
-/// as hyper's server decides (RFC 9110 §6.5.1): the response's `Trailer`
-/// field announces it, and it is not one a recipient must not take from
-/// trailers (framing, routing, authentication, controls, the content's own
-/// description).
+/// as hyper's server decides: the response's `Trailer` field announces it,
+/// and it may be a trailer at all (RFC 9110 §6.5.1).
 fn may_send_trailer(headers: &HeaderMap, name: &header::HeaderName) -> bool {
-    const NEVER: [header::HeaderName; 12] = [
-        header::AUTHORIZATION,
-        header::CACHE_CONTROL,
-        header::CONTENT_ENCODING,
-        header::CONTENT_LENGTH,
-        header::CONTENT_RANGE,
-        header::CONTENT_TYPE,
-        header::HOST,
-        header::MAX_FORWARDS,
-        header::SET_COOKIE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::TE,
-    ];
-    !NEVER.contains(name)
+    may_be_trailer(name)
         && headers.get_all(header::TRAILER).iter().any(|value| {
             list_items(value.as_bytes())
                 .any(|item| item.eq_ignore_ascii_case(name.as_str().as_bytes()))

@@ -134,9 +134,16 @@ impl<S: ClientIo> Wire<S> {
         self.answering = false;
     }
 
-    /// The response's head is about to be written: no `100 Continue` now.
-    pub(super) fn answer(&mut self) {
+    /// The response's head is about to be written: no `100 Continue` from
+    /// now on. What of one was written in part is returned, for the head to
+    /// follow it.
+    pub(super) fn answer(&mut self) -> &'static [u8] {
         self.answering = true;
+        match self.continue_owed.take() {
+            // Not begun: the client gets the final answer instead.
+            Some(0) | None => &[],
+            Some(written) => &CONTINUE[written..],
+        }
     }
 
     /// Whether the current request's body was read to its end, so that the
@@ -153,7 +160,9 @@ impl<S: ClientIo> Wire<S> {
     /// failed, or that nobody will read to its end, ends the connection, and
     /// the response says so (`Connection: close`).
     pub(super) fn settle(&mut self, alone: bool) -> bool {
-        self.answer();
+        // No `100 Continue` for a body skipped here (one begun is finished
+        // by `answer`).
+        self.answering = true;
         if alone {
             let mut cx = Context::from_waker(Waker::noop());
             let mut skipped = 0;
@@ -199,8 +208,14 @@ impl<S: ClientIo> Wire<S> {
     /// Writes what is left of `100 Continue`.
     fn poll_continue(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while let Some(written) = self.continue_owed {
-            if self.answering || written == CONTINUE.len() {
+            if written == CONTINUE.len() {
+                // Flushed: over TLS it would wait in the stream's buffer.
+                ready!(self.io()?.poll_flush(cx))?;
                 self.continue_owed = None;
+                break;
+            }
+            if self.answering {
+                // Unsent, or finished ahead of the response's head (`answer`).
                 break;
             }
             let count = ready!(self.io()?.poll_write(cx, &CONTINUE[written..]))?;
