@@ -25,15 +25,17 @@
 //!   (`registry`), their health (active checks by one background service,
 //!   and passive health from failed connects, in `upstream::health`), and
 //!   the choice among them (`balance`).
-//! - `proxy`: the server (HTTP/1.1 and h2c, HTTPS with HTTP/2 by ALPN,
-//!   upgrades, graceful shutdown),
+//! - `proxy`: the server (dockhand's own for HTTP/1.1 clients, hyper's for
+//!   h2c and protocol switches; HTTPS with HTTP/2 by ALPN; graceful
+//!   shutdown),
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial),
 //!   and dockhand's own HTTP/1.1 exchange with upstream addresses (its
 //!   idle connections kept per worker thread), hyper's client for the rest.
 //! - `http1`: HTTP/1.1 on the wire (RFC 9112) as bytes: heads parsed in
-//!   place, framing, the chunked decoder, heads written from pieces, and
+//!   place, framing, bodies and the chunked decoder, trailers, heads
+//!   written from pieces, and
 //!   the read buffers a worker thread lends. Knows no routing or sockets.
 //! - `admin`: the admin listener: what is served and why (hosts, addresses,
 //!   diagnostics), health probes, behind a token off loopback.

@@ -1,5 +1,7 @@
-//! The data path: the client-facing server (with the send timeout that
-//! cuts clients that stop reading, and the TLS handshake of HTTPS clients), forwarding (tries, retries,
+//! The data path: the client-facing server (hyper's, and dockhand's own for
+//! HTTP/1.1 clients in `http1_server`, with the send timeout that cuts
+//! clients that stop reading, and the TLS handshake of HTTPS clients),
+//! forwarding (tries, retries,
 //! following moved upstreams), the request's host, protocol switches,
 //! header rules, rewrites, the statuses dockhand
 //! answers itself, what it answers instead of forwarding (`local_answer`),

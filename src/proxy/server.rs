@@ -1,7 +1,9 @@
 //! The client-facing server: accepts connections on an already-bound listener,
 //! plain (HTTP/1.1 and h2c) or HTTPS (the TLS handshake of `tls_handshake`
-//! first, then HTTP/1.1 or HTTP/2 as ALPN chose: hyper reads which from the
-//! client's first bytes), serves both through one path, and on shutdown
+//! first, then HTTP/1.1 or HTTP/2 as ALPN chose), serves both through one
+//! path: HTTP/1.1 clients with dockhand's own server (`http1_server`), which
+//! hands HTTP/2 and protocol switches to hyper's with the bytes it read
+//! (`--http1-engine hyper`: hyper's for everything), and on shutdown
 //! stops accepting and lets in-flight requests finish within the grace period.
 //! What each connection buffers is bounded here (with the upstream side's
 //! bounds in `connect`), and a client that stops reading is cut after
