@@ -5,12 +5,9 @@
 //! malformed or cut body, a stall), told apart from the upstream's so they
 //! become `400` and `408` and never count against an upstream.
 
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body_util::Either;
 use hyper::body::Incoming;
 
 use super::error::{Cause, ErrorKind, ProxyError};
@@ -19,40 +16,9 @@ use super::stall::{StallErrors, StallLimited};
 
 pub type ClientStream = StallLimited<ClientIncoming, ClientBodyError>;
 
-/// A request body, whichever server read its head.
-pub enum ClientIncoming {
-    Hyper(Incoming),
-    Http1(Http1RequestBody),
-}
-
-impl Body for ClientIncoming {
-    type Data = Bytes;
-    type Error = Cause;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Cause>>> {
-        match self.get_mut() {
-            ClientIncoming::Hyper(body) => Pin::new(body).poll_frame(cx).map_err(Cause::from),
-            ClientIncoming::Http1(body) => Pin::new(body).poll_frame(cx).map_err(Cause::from),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            ClientIncoming::Hyper(body) => body.is_end_stream(),
-            ClientIncoming::Http1(body) => body.is_end_stream(),
-        }
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self {
-            ClientIncoming::Hyper(body) => body.size_hint(),
-            ClientIncoming::Http1(body) => body.size_hint(),
-        }
-    }
-}
+/// A request body, whichever server read its head: hyper's (`Left`) or
+/// the own HTTP/1.1 server's (`Right`).
+pub type ClientIncoming = Either<Incoming, Http1RequestBody>;
 
 /// Why the client's body could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -235,7 +235,7 @@ impl Connections {
                     })
                 });
                 let active = activity.start_request();
-                let request = request.map(ClientIncoming::Hyper);
+                let request = request.map(ClientIncoming::Left);
                 let response = handle(state.clone(), peer.clone(), cut.clone(), request);
                 async move {
                     let response = response.await?;

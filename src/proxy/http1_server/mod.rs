@@ -254,7 +254,7 @@ fn next<S: ClientIo>(
                         wire.begin(number, parsed.body, parsed.expects_continue);
                         drop(wire);
                         let body = Http1RequestBody::new(shared, number, empty);
-                        let mut request = Request::new(ClientIncoming::Http1(body));
+                        let mut request = Request::new(ClientIncoming::Right(body));
                         *request.method_mut() = parsed.method;
                         *request.uri_mut() = parsed.uri;
                         *request.version_mut() = version;
