@@ -27,7 +27,7 @@ pub use handoff::Rewound;
 pub use wire::{ClientIo, Http1RequestBody};
 
 use self::response::Asked;
-use self::wire::{SharedWire, Wire};
+use self::wire::{poll_io, SharedWire, Wire};
 use super::body::ProxyBody;
 use super::client_body::ClientIncoming;
 use super::client_identity::PeerInfo;
@@ -102,7 +102,8 @@ pub async fn serve<S: ClientIo>(
     let wire = Wire::shared(io);
     let mut number: u64 = 0;
     let mut drain = false;
-    let mut _open: Option<OpenConnection> = None;
+    // Counted as an open HTTP/1.1 connection from its first request on.
+    let mut counted: Option<OpenConnection> = None;
     loop {
         let deadline = Instant::now() + client.header_read_timeout;
         let first = number == 0;
@@ -153,7 +154,7 @@ pub async fn serve<S: ClientIo>(
             }
         };
         number += 1;
-        _open.get_or_insert_with(|| {
+        counted.get_or_insert_with(|| {
             client
                 .state
                 .metrics
@@ -242,7 +243,6 @@ fn next<S: ClientIo>(
             } else {
                 match parse_request_head(buffered) {
                     Ok(Some(head)) => {
-                        let version = version_of(&head);
                         let parsed = match request_from(&head) {
                             Ok(Some(parsed)) => parsed,
                             Ok(None) => return Poll::Ready(Next::HandOff),
@@ -257,7 +257,7 @@ fn next<S: ClientIo>(
                         let mut request = Request::new(ClientIncoming::Right(body));
                         *request.method_mut() = parsed.method;
                         *request.uri_mut() = parsed.uri;
-                        *request.version_mut() = version;
+                        *request.version_mut() = parsed.asked.version;
                         *request.headers_mut() = parsed.headers;
                         return Poll::Ready(Next::Request(request, parsed.asked));
                     }
@@ -371,10 +371,8 @@ impl Refusal {
 /// body, what it sends is read and dropped for a moment (a close with
 /// unread bytes would reset the connection and could lose the response).
 async fn close<S: ClientIo>(wire: &SharedWire<S>, linger: bool) {
-    let shutdown = std::future::poll_fn(|cx| match lock(wire).io() {
-        Ok(io) => tokio::io::AsyncWrite::poll_shutdown(io, cx),
-        Err(error) => Poll::Ready(Err(error)),
-    });
+    let shutdown =
+        std::future::poll_fn(|cx| poll_io(wire, cx, tokio::io::AsyncWrite::poll_shutdown));
     if timeout(LINGER, shutdown).await.is_err() || !linger {
         return;
     }
@@ -383,13 +381,9 @@ async fn close<S: ClientIo>(wire: &SharedWire<S>, linger: bool) {
         let mut scratch = buffers::lend();
         while left > 0 {
             let read = std::future::poll_fn(|cx| {
-                let mut wire = lock(wire);
                 let mut buf = tokio::io::ReadBuf::new(scratch.spare());
-                match wire.io() {
-                    Ok(io) => tokio::io::AsyncRead::poll_read(io, cx, &mut buf)
-                        .map_ok(|()| buf.filled().len()),
-                    Err(error) => Poll::Ready(Err(error)),
-                }
+                poll_io(wire, cx, |io, cx| io.poll_read(cx, &mut buf))
+                    .map_ok(|()| buf.filled().len())
             })
             .await;
             match read {

@@ -6,7 +6,6 @@
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
-use std::task::Poll;
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -16,7 +15,7 @@ use http_body::Body;
 use http_body_util::BodyExt;
 
 use super::date;
-use super::wire::{ClientIo, SharedWire};
+use super::wire::{poll_io, ClientIo, SharedWire};
 use crate::http1::fields::list_items;
 use crate::http1::{last_chunk, may_be_trailer, Decimal};
 use crate::proxy::body::ProxyBody;
@@ -298,11 +297,7 @@ async fn write_all<S: ClientIo>(
     IoSlice::advance_slices(&mut slices, 0);
     while !slices.is_empty() {
         let written = std::future::poll_fn(|cx| {
-            let mut wire = lock(wire);
-            match wire.io() {
-                Ok(io) => io.poll_write_vectored(cx, slices),
-                Err(error) => Poll::Ready(Err(error)),
-            }
+            poll_io(wire, cx, |io, cx| io.poll_write_vectored(cx, slices))
         })
         .await?;
         if written == 0 {
@@ -310,11 +305,7 @@ async fn write_all<S: ClientIo>(
         }
         IoSlice::advance_slices(&mut slices, written);
     }
-    std::future::poll_fn(|cx| match lock(wire).io() {
-        Ok(io) => io.poll_flush(cx),
-        Err(error) => Poll::Ready(Err(error)),
-    })
-    .await
+    std::future::poll_fn(|cx| poll_io(wire, cx, |io, cx| io.poll_flush(cx))).await
 }
 
 #[cfg(test)]

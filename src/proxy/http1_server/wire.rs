@@ -300,6 +300,19 @@ impl<S: ClientIo> Wire<S> {
     }
 }
 
+/// Polls `operation` on the connection's socket, under the lock; an error
+/// once the connection was handed to hyper's server.
+pub(super) fn poll_io<S: ClientIo, T>(
+    wire: &SharedWire<S>,
+    cx: &mut Context<'_>,
+    operation: impl FnOnce(Pin<&mut S>, &mut Context<'_>) -> Poll<io::Result<T>>,
+) -> Poll<io::Result<T>> {
+    match lock(wire).io() {
+        Ok(io) => operation(io, cx),
+        Err(error) => Poll::Ready(Err(error)),
+    }
+}
+
 /// Reads one request's body off a connection of the own server.
 trait BodySource: Send {
     fn poll_body(
