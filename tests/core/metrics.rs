@@ -13,15 +13,6 @@ use http::StatusCode;
 
 use super::support::*;
 
-/// Waits until the series has `expected` (a request is counted when its
-/// response body ends, just after the client has read it).
-async fn wait_for(admin: SocketAddr, series: &str, expected: f64) {
-    eventually(&format!("{series} = {expected}"), || async {
-        value_of(&scrape(admin).await, series) == Some(expected)
-    })
-    .await;
-}
-
 /// Lines that are series (not `# HELP` or `# TYPE`).
 fn series_count(text: &str) -> usize {
     text.lines().filter(|line| !line.starts_with('#')).count()
@@ -54,7 +45,7 @@ async fn requests_count_by_host_pattern_location_and_status_and_unknown_hosts_as
     assert_eq!(send(proxy.addr, post).await.status, StatusCode::OK);
 
     let a_root = r#"dockhand_requests_total{host="a.test",location="/",code="200"}"#;
-    wait_for(proxy.admin, a_root, 3.0).await;
+    wait_for_series(proxy.admin, a_root, 3.0).await;
     let text = scrape(proxy.admin).await;
     for (series, expected) in [
         (
@@ -121,7 +112,7 @@ async fn a_thousand_random_hosts_add_no_series() {
     get(proxy.addr, "first.wild.test", "/").await;
     get(proxy.addr, "first.unknown.test", "/").await;
     let unmatched = r#"dockhand_requests_total{host="unmatched",location="unmatched",code="404"}"#;
-    wait_for(proxy.admin, unmatched, 1.0).await;
+    wait_for_series(proxy.admin, unmatched, 1.0).await;
     let before = series_count(&scrape(proxy.admin).await);
 
     for n in 0..1_000 {
@@ -132,7 +123,7 @@ async fn a_thousand_random_hosts_add_no_series() {
         };
         get(proxy.addr, &host, "/").await;
     }
-    wait_for(proxy.admin, unmatched, 501.0).await;
+    wait_for_series(proxy.admin, unmatched, 501.0).await;
     let text = scrape(proxy.admin).await;
     let wild = r#"dockhand_requests_total{host="*.wild.test",location="/",code="200"}"#;
     assert_eq!(value_of(&text, wild), Some(501.0), "{text}");
@@ -164,7 +155,7 @@ async fn retries_and_errors_are_counted_by_reason() {
     assert_eq!(get(proxy.addr, "a.test", "/busy").await.status, 503);
 
     let busy = r#"dockhand_requests_total{host="a.test",location="/busy",code="503"}"#;
-    wait_for(proxy.admin, busy, 1.0).await;
+    wait_for_series(proxy.admin, busy, 1.0).await;
     let text = scrape(proxy.admin).await;
     for (series, expected) in [
         (r#"dockhand_retries_total{reason="connect_refused"}"#, 1.0),
@@ -200,9 +191,9 @@ async fn open_client_connections_are_counted_by_protocol() {
         .await
         .unwrap();
     assert_eq!(read_reply(response).await.status, StatusCode::OK);
-    wait_for(proxy.admin, h2, 1.0).await;
+    wait_for_series(proxy.admin, h2, 1.0).await;
     drop(connection);
-    wait_for(proxy.admin, h2, 0.0).await;
+    wait_for_series(proxy.admin, h2, 0.0).await;
 }
 
 /// Whether Debian's `prometheus` and `promtool` are here; without them the
@@ -320,7 +311,7 @@ async fn a_real_prometheus_scrapes_the_counters_and_promtool_passes_them() {
     }
     get(proxy.addr, "nowhere.test", "/").await;
     let series = r#"dockhand_requests_total{host="a.test",location="/",code="200"}"#;
-    wait_for(proxy.admin, series, 7.0).await;
+    wait_for_series(proxy.admin, series, 7.0).await;
 
     let text = scrape(proxy.admin).await;
     let mut promtool = Command::new("promtool")

@@ -793,6 +793,15 @@ pub fn value_of(text: &str, series: &str) -> Option<f64> {
         .map(|value| value.parse().expect("a number"))
 }
 
+/// Waits until the series has `expected` (a request is counted when its
+/// response body ends, just after the client has read it).
+pub async fn wait_for_series(admin: SocketAddr, series: &str, expected: f64) {
+    eventually(&format!("{series} = {expected}"), || async {
+        value_of(&scrape(admin).await, series) == Some(expected)
+    })
+    .await;
+}
+
 /// Polls `check` until it holds, for at most 10 s; it waits for a state, it times nothing.
 pub async fn eventually<F, Fut>(what: &str, check: F)
 where

@@ -151,8 +151,7 @@ async fn metrics_count_the_requests_of_every_worker() {
     let proxy = proxy_with_two_workers(&one_route(HOST, backend.addr)).await;
     let sent = until_both_workers_served(&proxy, &backend, "a").await;
     let series = format!(r#"dockhand_requests_total{{host="{HOST}",location="/",code="200"}}"#);
-    let counted = value_of(&scrape(proxy.admin).await, &series);
-    assert_eq!(counted, Some(sent as f64), "{series}");
+    wait_for_series(proxy.admin, &series, sent as f64).await;
     proxy.stop().await;
 }
 
