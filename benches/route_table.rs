@@ -46,6 +46,7 @@ fn container(index: usize) -> ContainerFacts {
         network_mode: NETWORK.to_owned(),
         exposed_ports: BTreeSet::from([8080]),
         compose_project: None,
+        service: None,
     }
 }
 

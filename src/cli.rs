@@ -15,7 +15,8 @@ use dockhand::admin::AdminToken;
 use dockhand::config::parse_duration;
 use dockhand::connect::Http1Engine;
 use dockhand::settings::{
-    defaults, AcmeChallenge, AcmeSettings, DockerHost, DockerSettings, Settings, TlsSettings,
+    defaults, AcmeChallenge, AcmeSettings, DockerHost, DockerMode, DockerSettings, Settings,
+    TlsSettings,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -164,6 +165,12 @@ pub struct Flags {
     #[arg(long, env = "DOCKHAND_CLIENT_SEND_TIMEOUT", default_value = defaults::CLIENT_SEND_TIMEOUT, value_parser = parse_duration)]
     pub client_send_timeout: Duration,
 
+    /// What is followed: containers' labels, Swarm services' labels
+    /// (`deploy.labels`), or both (default: both on a swarm manager, else
+    /// container).
+    #[arg(long, env = "DOCKHAND_DOCKER_MODE", value_enum)]
+    pub docker_mode: Option<DockerModeFlag>,
+
     /// How often every container is listed again, besides Docker's events.
     #[arg(long, env = "DOCKHAND_DOCKER_RELIST_INTERVAL", default_value = defaults::DOCKER_RELIST_INTERVAL, value_parser = parse_duration)]
     pub docker_relist_interval: Duration,
@@ -213,6 +220,13 @@ pub struct Flags {
 pub enum Http1EngineFlag {
     Own,
     Hyper,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DockerModeFlag {
+    Container,
+    Swarm,
+    Both,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -296,6 +310,11 @@ impl Flags {
                 networks: self.networks.clone(),
                 label_prefix: self.label_prefix.clone(),
                 relist_interval: self.docker_relist_interval,
+                mode: self.docker_mode.map(|mode| match mode {
+                    DockerModeFlag::Container => DockerMode::Container,
+                    DockerModeFlag::Swarm => DockerMode::Swarm,
+                    DockerModeFlag::Both => DockerMode::Both,
+                }),
             }),
         };
         Ok(Settings {

@@ -83,7 +83,7 @@ use provider::file::{self, FileProvider};
 use proxy::{ErrorKind, ProxyState, ServerSettings, TlsTermination};
 use resolve::{CountedDns, Dns, HickoryDns, NameResolver, Unconfigured};
 use routes::Router;
-use settings::Settings;
+use settings::{DockerMode, Settings};
 use tls::files::CertsDir;
 use tls::TlsState;
 use upstream::{run_checks, tcp_probe, EndpointRegistry};
@@ -154,12 +154,25 @@ pub async fn run(
         async move { router.expire_grace_periods().await }
     });
     if let Some(docker) = settings.docker.clone() {
-        background.spawn(provider::docker::run_provider(
-            docker,
-            router.clone(),
-            dns.clone(),
-            metrics.clone(),
-        ));
+        // Without the flag, the swarm provider says what it detected.
+        if let Some(mode) = docker.mode {
+            tracing::info!(?mode, "docker mode (--docker-mode)");
+        }
+        if DockerMode::follows_containers(docker.mode) {
+            background.spawn(provider::docker::run_provider(
+                docker.clone(),
+                router.clone(),
+                dns.clone(),
+                metrics.clone(),
+            ));
+        }
+        if DockerMode::follows_services(docker.mode) {
+            background.spawn(provider::swarm::run_provider(
+                docker,
+                router.clone(),
+                dns.clone(),
+            ));
+        }
     }
     // Where plain HTTP is redirected: the port the HTTPS listener is bound to.
     let https_port = listeners
@@ -266,8 +279,14 @@ pub async fn run(
 /// and an ACME order may take minutes.
 fn awaited_providers(settings: &Settings) -> Vec<ProviderId> {
     let file = settings.routes_file.as_ref().map(|_| ProviderId::File);
-    let docker = settings.docker.as_ref().map(|_| ProviderId::Docker);
-    file.into_iter().chain(docker).collect()
+    let mode = settings.docker.as_ref().map(|docker| docker.mode);
+    let docker = mode
+        .filter(|mode| DockerMode::follows_containers(*mode))
+        .map(|_| ProviderId::Docker);
+    let swarm = mode
+        .filter(|mode| DockerMode::follows_services(*mode))
+        .map(|_| ProviderId::Swarm);
+    file.into_iter().chain(docker).chain(swarm).collect()
 }
 
 /// The DNS server upstream names, and DNS servers written as names, are
@@ -309,5 +328,23 @@ mod tests {
         assert!(awaited.contains(&ProviderId::File), "{awaited:?}");
         assert!(!awaited.contains(&ProviderId::Certificates), "{awaited:?}");
         assert!(!awaited.contains(&ProviderId::Acme), "{awaited:?}");
+    }
+
+    #[test]
+    fn readiness_waits_for_what_the_docker_mode_follows() {
+        let awaited = |mode| {
+            awaited_providers(&Settings {
+                docker: Some(settings::DockerSettings {
+                    mode,
+                    ..Default::default()
+                }),
+                ..Settings::default()
+            })
+        };
+        let (docker, swarm) = (ProviderId::Docker, ProviderId::Swarm);
+        assert_eq!(awaited(None), [docker, swarm]);
+        assert_eq!(awaited(Some(DockerMode::Both)), [docker, swarm]);
+        assert_eq!(awaited(Some(DockerMode::Container)), [docker]);
+        assert_eq!(awaited(Some(DockerMode::Swarm)), [swarm]);
     }
 }

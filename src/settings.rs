@@ -147,6 +147,28 @@ pub struct DockerSettings {
     pub label_prefix: String,
     /// How often every container is listed again, besides events.
     pub relist_interval: Duration,
+    /// `--docker-mode`: what is followed; `None`, detected from the engine
+    /// (services too on a swarm manager).
+    pub mode: Option<DockerMode>,
+}
+
+/// What the Docker provider follows: containers' labels, Swarm services'
+/// labels (`deploy.labels`), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DockerMode {
+    Container,
+    Swarm,
+    Both,
+}
+
+impl DockerMode {
+    pub fn follows_containers(mode: Option<DockerMode>) -> bool {
+        mode != Some(DockerMode::Swarm)
+    }
+
+    pub fn follows_services(mode: Option<DockerMode>) -> bool {
+        mode != Some(DockerMode::Container)
+    }
 }
 
 /// Where the Docker engine listens.
@@ -236,6 +258,7 @@ impl Default for DockerSettings {
             networks: Vec::new(),
             label_prefix: defaults::LABEL_PREFIX.to_owned(),
             relist_interval: default_duration(defaults::DOCKER_RELIST_INTERVAL),
+            mode: None,
         }
     }
 }

@@ -42,6 +42,7 @@ fn container(index: usize, labels: &str) -> ContainerFacts {
         network_mode: "default".to_owned(),
         exposed_ports: BTreeSet::from([80]),
         compose_project: None,
+        service: None,
     }
 }
 

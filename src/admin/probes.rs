@@ -22,6 +22,7 @@ pub fn readiness(state: &AdminState) -> Result<(), String> {
         .map(|provider| match provider {
             ProviderId::File => "the routes file is not loaded yet",
             ProviderId::Docker => "the first Docker sync has not finished",
+            ProviderId::Swarm => "the first Swarm sync has not finished",
             ProviderId::Certificates => "the certificates directory is not read yet",
             ProviderId::Acme => "ACME has not started",
         })

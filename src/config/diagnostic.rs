@@ -32,6 +32,8 @@ pub struct Diagnostic {
 pub enum Origin {
     /// A container's labels; by name first, so diagnostics sort by name.
     Container { name: String, id: String },
+    /// A Swarm service's labels (`deploy.labels`), read once for all its tasks.
+    Service { name: String, id: String },
     /// The routes file: a version that could not be loaded (the last good
     /// one is still served).
     RoutesFile { path: PathBuf },
@@ -64,6 +66,9 @@ impl fmt::Display for Diagnostic {
         match &self.origin {
             Origin::Container { name, .. } => {
                 write!(f, "container {name:?}: label {}: {}", self.key, self.reason)?
+            }
+            Origin::Service { name, .. } => {
+                write!(f, "service {name:?}: label {}: {}", self.key, self.reason)?
             }
             // A file that can't be read has no key to name.
             Origin::RoutesFile { path } if self.key.is_empty() => {
@@ -103,6 +108,10 @@ impl Diagnostic {
             Origin::Container { name, id } => {
                 object.insert("source".into(), json!("container"));
                 object.insert("container".into(), json!({"name": name, "id": id}));
+            }
+            Origin::Service { name, id } => {
+                object.insert("source".into(), json!("service"));
+                object.insert("service".into(), json!({"name": name, "id": id}));
             }
             Origin::RoutesFile { path } => {
                 object.insert("source".into(), json!("routes_file"));

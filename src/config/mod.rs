@@ -29,6 +29,8 @@ use std::fmt;
 pub enum ProviderId {
     File,
     Docker,
+    /// Swarm services' labels.
+    Swarm,
     /// The certificates directory: diagnostics only, never hosts.
     Certificates,
     /// ACME orders: diagnostics only, never hosts.
@@ -40,6 +42,7 @@ impl fmt::Display for ProviderId {
         f.write_str(match self {
             ProviderId::File => "routes file",
             ProviderId::Docker => "docker",
+            ProviderId::Swarm => "swarm",
             ProviderId::Certificates => "certificates directory",
             ProviderId::Acme => "acme",
         })

@@ -25,8 +25,19 @@ pub struct ContainerFacts {
     pub network_mode: String,
     /// TCP ports from `Config.ExposedPorts`.
     pub exposed_ports: BTreeSet<u16>,
-    /// The `com.docker.compose.project` label, for short network names.
+    /// The `com.docker.compose.project` label (or a stack's namespace), for
+    /// short network names.
     pub compose_project: Option<String>,
+    /// Set for a Swarm task: the service whose labels these are, which its
+    /// diagnostics name (every task of it has the same).
+    pub service: Option<ServiceRef>,
+}
+
+/// A Swarm service, by name and id.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ServiceRef {
+    pub name: String,
+    pub id: String,
 }
 
 impl ContainerFacts {

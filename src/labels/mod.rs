@@ -21,7 +21,7 @@ mod network;
 mod port;
 mod route;
 
-pub use facts::{ContainerFacts, Health, ProxyFacts};
+pub use facts::{ContainerFacts, Health, ProxyFacts, ServiceRef};
 /// The keys a route may carry: the fuzz target checks that every diagnostic
 /// names a label a container carries or could carry.
 pub use keys::ROUTE_KEYS;
@@ -108,9 +108,15 @@ pub fn dns_server_names(
 }
 
 fn origin_of(container: &ContainerFacts) -> Origin {
-    Origin::Container {
-        name: container.name.clone(),
-        id: container.id.clone(),
+    match &container.service {
+        Some(service) => Origin::Service {
+            name: service.name.clone(),
+            id: service.id.clone(),
+        },
+        None => Origin::Container {
+            name: container.name.clone(),
+            id: container.id.clone(),
+        },
     }
 }
 

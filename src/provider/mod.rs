@@ -6,9 +6,13 @@
 //!
 //! - `file`: the JSON routes file, reloaded on change and on SIGHUP.
 //! - `docker`: containers' labels, followed through Docker's events.
+//! - `swarm`: Swarm services' labels, their tasks as replicas.
+//! - `labelled`: what both publish from labels.
 //! - `dns_servers`: DNS servers written as names, looked up by both when
 //!   they load, so the hosts they publish hold addresses.
 
 mod dns_servers;
 pub mod docker;
 pub mod file;
+mod labelled;
+pub mod swarm;

@@ -181,6 +181,7 @@ fn read_container(name: &str, value: &Value) -> ContainerFacts {
             })
             .unwrap_or_default(),
         compose_project: text("compose_project"),
+        service: None,
         name: container_name,
     }
 }

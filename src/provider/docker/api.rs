@@ -226,6 +226,13 @@ impl BollardApi {
     }
 }
 
+impl BollardApi {
+    /// The client, for the other views of the same engine (Swarm's).
+    pub(crate) fn docker(&self) -> &Docker {
+        &self.docker
+    }
+}
+
 impl DockerApi for BollardApi {
     async fn list_container_ids(&self) -> Result<Vec<String>, DockerError> {
         // Stopped containers too: the hosts they carry stay known (503, not 404).
@@ -269,7 +276,7 @@ impl DockerApi for BollardApi {
 
 /// The event as a hint, or `None` for the many events that change no route
 /// (exec_create from health checks, attach, resize...).
-fn event_from_message(message: bollard::models::EventMessage) -> Option<DockerEvent> {
+pub(crate) fn event_from_message(message: bollard::models::EventMessage) -> Option<DockerEvent> {
     use bollard::models::EventMessageTypeEnum as Type;
     let actor = message.actor?;
     let attributes = actor.attributes.unwrap_or_default();

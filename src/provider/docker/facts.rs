@@ -77,11 +77,12 @@ pub fn facts_from_inspect(response: ContainerInspectResponse) -> Option<Containe
         network_mode,
         exposed_ports,
         compose_project,
+        service: None,
     })
 }
 
 /// Seconds since the epoch of `2024-05-01T10:20:30.123456789Z` (UTC only, as Docker writes it).
-fn parse_rfc3339_seconds(text: &str) -> Option<i64> {
+pub(crate) fn parse_rfc3339_seconds(text: &str) -> Option<i64> {
     let (date, time) = text.split_once('T')?;
     let mut date_parts = date.split('-').map(|part| part.parse::<i64>().ok());
     let (year, month, day) = (

@@ -13,9 +13,11 @@ mod api;
 mod facts;
 mod self_container;
 
+pub(crate) use api::event_from_message;
 pub use api::{
     BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream, Unreachable,
 };
+pub(crate) use facts::parse_rfc3339_seconds;
 
 #[cfg(test)]
 mod tests;
@@ -27,13 +29,13 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::Instant;
 
-use super::dns_servers::{self, RETRY_INTERVAL};
-use crate::config::{Desired, Diagnostic, ProviderId};
-use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
+use super::labelled;
+use crate::config::{Diagnostic, ProviderId};
+use crate::labels::{build_hosts, ContainerFacts, ProxyFacts};
 use crate::metrics::Metrics;
 use crate::resolve::Dns;
 use crate::routes::Router;
-use crate::settings::DockerSettings;
+use crate::settings::{DockerHost, DockerSettings};
 
 /// The longest wait between two attempts to reach Docker.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
@@ -48,23 +50,59 @@ pub async fn run_provider(
     metrics: Arc<Metrics>,
 ) {
     let mut state = ProviderState::new(&settings, metrics.clone());
-    let mut backoff = Duration::from_millis(250);
+    let mut connection = Reconnecting::to(&settings.host);
     loop {
-        match BollardApi::connect(&settings.host).await {
-            Ok(api) => {
-                tracing::info!(host = %settings.host, "connected to Docker");
-                backoff = Duration::from_millis(250);
-                metrics.docker_connected(true);
-                let error = follow(&api, &settings, &mut state, &router, &*dns).await;
-                metrics.docker_connected(false);
-                tracing::warn!(%error, "lost Docker; serving the last routes while reconnecting");
-            }
-            Err(error) => {
-                tracing::warn!(%error, retry_in = ?backoff, "Docker unreachable; serving other sources meanwhile");
+        let api = connection.connect().await;
+        metrics.docker_connected(true);
+        let error = follow(&api, &settings, &mut state, &router, &*dns).await;
+        metrics.docker_connected(false);
+        connection.lost(&error).await;
+    }
+}
+
+/// A connection to the engine that is made again after every loss, with
+/// backoff; the last routes keep serving meanwhile.
+pub struct Reconnecting<'a> {
+    host: &'a DockerHost,
+    backoff: Duration,
+}
+
+impl<'a> Reconnecting<'a> {
+    const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+
+    pub fn to(host: &'a DockerHost) -> Reconnecting<'a> {
+        Reconnecting {
+            host,
+            backoff: Self::FIRST_BACKOFF,
+        }
+    }
+
+    /// Connects, trying until the engine answers.
+    pub async fn connect(&mut self) -> BollardApi {
+        loop {
+            match BollardApi::connect(self.host).await {
+                Ok(api) => {
+                    tracing::info!(host = %self.host, "connected to Docker");
+                    self.backoff = Self::FIRST_BACKOFF;
+                    return api;
+                }
+                Err(error) => {
+                    tracing::warn!(%error, retry_in = ?self.backoff, "Docker unreachable; serving other sources meanwhile");
+                    self.wait().await;
+                }
             }
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// Says why the connection was lost, and waits before the next.
+    pub async fn lost(&mut self, error: &DockerError) {
+        tracing::warn!(%error, "lost Docker; serving the last routes while reconnecting");
+        self.wait().await;
+    }
+
+    async fn wait(&mut self) {
+        tokio::time::sleep(self.backoff).await;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 }
 
@@ -85,12 +123,7 @@ impl ProviderState {
         ProviderState {
             containers: Vec::new(),
             stopping: HashSet::new(),
-            context: ProxyFacts {
-                label_prefix: settings.label_prefix.clone(),
-                proxy_networks: settings.networks.clone(),
-                // Until its own container is found, dockhand is taken to run on the host.
-                proxy_on_host_network: true,
-            },
+            context: initial_context(settings),
             own_id: None,
             dns_server_retry: None,
             metrics,
@@ -169,21 +202,42 @@ async fn learn_own_networks<A: DockerApi>(
     settings: &DockerSettings,
     state: &mut ProviderState,
 ) -> Result<(), DockerError> {
+    state.own_id = learn_own_context(api, settings, &mut state.context).await?;
+    Ok(())
+}
+
+/// Finds dockhand's own container, if it runs in one, and sets `context`
+/// from it: its networks (unless `--network` said) and whether it is on
+/// the host's network. Its id, or `None` outside a container.
+pub async fn learn_own_context<A: DockerApi>(
+    api: &A,
+    settings: &DockerSettings,
+    context: &mut ProxyFacts,
+) -> Result<Option<String>, DockerError> {
     for candidate in self_container::own_container_candidates().await {
         if let Some(own) = api.inspect(&candidate).await? {
             let on_host_network = own.network_mode == "host";
             if settings.networks.is_empty() {
                 // BTreeMap keys: the networks by name, the documented order.
-                state.context.proxy_networks = own.networks.keys().cloned().collect();
+                context.proxy_networks = own.networks.keys().cloned().collect();
             }
-            state.context.proxy_on_host_network = on_host_network;
-            tracing::info!(container = %own.name, networks = ?state.context.proxy_networks, on_host_network, "running in a container");
-            state.own_id = Some(own.id);
-            return Ok(());
+            context.proxy_on_host_network = on_host_network;
+            tracing::info!(container = %own.name, networks = ?context.proxy_networks, on_host_network, "running in a container");
+            return Ok(Some(own.id));
         }
     }
-    tracing::info!(networks = ?state.context.proxy_networks, "running outside a container");
-    Ok(())
+    tracing::info!(networks = ?context.proxy_networks, "running outside a container");
+    Ok(None)
+}
+
+/// What the label pipeline knows of dockhand before its container is found.
+pub fn initial_context(settings: &DockerSettings) -> ProxyFacts {
+    ProxyFacts {
+        label_prefix: settings.label_prefix.clone(),
+        proxy_networks: settings.networks.clone(),
+        // Until its own container is found, dockhand is taken to run on the host.
+        proxy_on_host_network: true,
+    }
 }
 
 async fn relist<A: DockerApi>(api: &A, state: &mut ProviderState) -> Result<(), DockerError> {
@@ -237,26 +291,19 @@ async fn apply_event<A: DockerApi>(
     Ok(())
 }
 
-/// Builds the hosts from what is known, with the DNS servers they name
-/// looked up now, and hands them, with their diagnostics and the
-/// containers' addresses, to the router (which swaps only on change, logs
-/// each diagnostic once and keeps vanished locations for the grace period).
+/// Publishes the hosts the containers' labels describe.
 async fn publish(state: &mut ProviderState, router: &Router, dns: &dyn Dns) {
-    let (hosts, diagnostics) = build_hosts(&state.containers, &state.context);
-    let container_addresses = state
-        .containers
-        .iter()
-        .flat_map(|container| container.networks.values().flatten().copied())
-        .collect();
-    let mut desired = Desired {
-        hosts,
-        diagnostics,
-        container_addresses,
-    };
-    let named = dns_server_names(&state.containers, &state.context);
-    let resolved = dns_servers::settle(dns, &named, &mut desired).await;
-    state.dns_server_retry = (!resolved).then(|| Instant::now() + RETRY_INTERVAL);
-    if router.publish(ProviderId::Docker, desired) {
+    let published = labelled::publish(
+        ProviderId::Docker,
+        &state.containers,
+        Vec::new(),
+        &state.context,
+        router,
+        dns,
+    )
+    .await;
+    state.dns_server_retry = published.retry_at;
+    if published.changed {
         tracing::info!(
             containers = state.containers.len(),
             "routes from Docker updated"

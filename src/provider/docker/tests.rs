@@ -93,6 +93,7 @@ fn web(id: &str, ip: &str) -> ContainerFacts {
         network_mode: "net".to_owned(),
         exposed_ports: [8080].into(),
         compose_project: None,
+        service: None,
     }
 }
 
@@ -120,6 +121,7 @@ impl Harness {
             networks: vec!["net".to_owned()],
             label_prefix: "dockhand".to_owned(),
             relist_interval: RELIST,
+            mode: None,
         };
         let dns = Arc::new(CountingDns::default());
         let names = NameResolver::spawn(
@@ -475,7 +477,8 @@ async fn a_dns_server_name_is_looked_up_at_publish_and_again_until_it_resolves()
         "ns.example.test",
         Ok(ip_answer(&["10.0.0.53"], Duration::from_secs(30))),
     );
-    tokio::time::sleep(RETRY_INTERVAL + Duration::from_millis(1)).await;
+    tokio::time::sleep(crate::provider::dns_servers::RETRY_INTERVAL + Duration::from_millis(1))
+        .await;
     assert_eq!(dns_servers.ip_calls("ns.example.test"), 2);
     assert_eq!(
         harness.upstreams_of("srv.test").unwrap(),
@@ -484,7 +487,7 @@ async fn a_dns_server_name_is_looked_up_at_publish_and_again_until_it_resolves()
     assert_eq!(resolver_diagnostics(), []);
 
     // Resolved, it is asked again only when the provider publishes.
-    tokio::time::sleep(RETRY_INTERVAL * 3).await;
+    tokio::time::sleep(crate::provider::dns_servers::RETRY_INTERVAL * 3).await;
     assert_eq!(dns_servers.ip_calls("ns.example.test"), 2);
     harness.event("a", EventAction::Health).await;
     assert_eq!(dns_servers.ip_calls("ns.example.test"), 3);

@@ -1,0 +1,54 @@
+//! Publishing what labels describe, for the providers that read labels
+//! (containers' and services'): the hosts and diagnostics of the label
+//! pipeline, the replicas' addresses, and the DNS servers the labels name
+//! looked up now (each name once, nothing kept between publishes).
+
+use tokio::time::Instant;
+
+use super::dns_servers::{self, RETRY_INTERVAL};
+use crate::config::{Desired, Diagnostic, ProviderId};
+use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
+use crate::resolve::Dns;
+use crate::routes::Router;
+
+/// What a publish did.
+pub struct Published {
+    /// The router took a change.
+    pub changed: bool,
+    /// When to publish again because a DNS server name had no address.
+    pub retry_at: Option<Instant>,
+}
+
+/// Builds the hosts `replicas` describe, with `more_diagnostics` (the
+/// provider's own), and hands them to the router under `provider` (which
+/// swaps only on change, logs each diagnostic once and keeps vanished
+/// locations for the grace period).
+pub async fn publish(
+    provider: ProviderId,
+    replicas: &[ContainerFacts],
+    more_diagnostics: Vec<Diagnostic>,
+    context: &ProxyFacts,
+    router: &Router,
+    dns: &dyn Dns,
+) -> Published {
+    let (hosts, mut diagnostics) = build_hosts(replicas, context);
+    diagnostics.extend(more_diagnostics);
+    diagnostics.sort_by(|a, b| (&a.origin, &a.key).cmp(&(&b.origin, &b.key)));
+    // Replicas of one service share their labels, and so their problems.
+    diagnostics.dedup();
+    let container_addresses = replicas
+        .iter()
+        .flat_map(|replica| replica.networks.values().flatten().copied())
+        .collect();
+    let mut desired = Desired {
+        hosts,
+        diagnostics,
+        container_addresses,
+    };
+    let named = dns_server_names(replicas, context);
+    let resolved = dns_servers::settle(dns, &named, &mut desired).await;
+    Published {
+        changed: router.publish(provider, desired),
+        retry_at: (!resolved).then(|| Instant::now() + RETRY_INTERVAL),
+    }
+}
