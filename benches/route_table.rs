@@ -47,6 +47,7 @@ fn container(index: usize) -> ContainerFacts {
         exposed_ports: BTreeSet::from([8080]),
         compose_project: None,
         service: None,
+        reached_by_name: None,
     }
 }
 

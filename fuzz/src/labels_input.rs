@@ -43,6 +43,7 @@ fn container(index: usize, labels: &str) -> ContainerFacts {
         exposed_ports: BTreeSet::from([80]),
         compose_project: None,
         service: None,
+        reached_by_name: None,
     }
 }
 

@@ -31,6 +31,10 @@ pub struct ContainerFacts {
     /// Set for a Swarm task: the service whose labels these are, which its
     /// diagnostics name (every task of it has the same).
     pub service: Option<ServiceRef>,
+    /// Reached through this DNS name (a Swarm service's `tasks.<service>`)
+    /// rather than an address of its own: each address the name has is an
+    /// upstream, followed by the resolver.
+    pub reached_by_name: Option<String>,
 }
 
 /// A Swarm service, by name and id.

@@ -182,10 +182,21 @@ fn upstreams_of(
             .map(|target| route.upstream.upstream(target.clone(), source))
             .collect();
     }
-    let reach = network::reach(container, route.network.as_deref(), context, &network_label)
-        .map_err(|reason| findings.error(network_label.as_str(), reason));
     let port = port::choose(route.port, &container.exposed_ports, &port_label)
         .map_err(|reason| findings.error(port_label.as_str(), reason));
+    if let Some(name) = &container.reached_by_name {
+        // The name answers on the networks the service shares with dockhand.
+        let Ok(port) = port else {
+            return Vec::new();
+        };
+        let target = UpstreamTarget::Name {
+            host: name.clone(),
+            port,
+        };
+        return vec![route.upstream.upstream(target, source)];
+    }
+    let reach = network::reach(container, route.network.as_deref(), context, &network_label)
+        .map_err(|reason| findings.error(network_label.as_str(), reason));
     let (Ok(reach), Ok(port)) = (reach, port) else {
         return Vec::new();
     };

@@ -182,6 +182,7 @@ fn read_container(name: &str, value: &Value) -> ContainerFacts {
             .unwrap_or_default(),
         compose_project: text("compose_project"),
         service: None,
+        reached_by_name: None,
         name: container_name,
     }
 }

@@ -78,6 +78,7 @@ pub fn facts_from_inspect(response: ContainerInspectResponse) -> Option<Containe
         exposed_ports,
         compose_project,
         service: None,
+        reached_by_name: None,
     })
 }
 

@@ -94,6 +94,7 @@ fn web(id: &str, ip: &str) -> ContainerFacts {
         exposed_ports: [8080].into(),
         compose_project: None,
         service: None,
+        reached_by_name: None,
     }
 }
 

@@ -5,7 +5,13 @@
 //! - `tasks` (the default): one replica per task, at its container's
 //!   address on the network it shares with dockhand, with that container's
 //!   health and exposed ports. A task is served while Docker runs it and
-//!   means to keep it running, and its container is not stopping.
+//!   means to keep it running, and its container is not stopping. Tasks on
+//!   other nodes have no container here to read an address from: while the
+//!   service has any, it is reached as with `dns`.
+//! - `dns`: one replica for the service, reached through the name
+//!   `tasks.<service>` (Docker's DNS answers every task's address), which
+//!   the resolver asks again every few seconds and whenever the tasks here
+//!   change.
 //! - `vip`: one replica for the service, at its virtual IP (Docker
 //!   balances), serving while any of its tasks is.
 //!
@@ -24,6 +30,7 @@ pub const UPSTREAM_KEY: &str = "swarm.upstream";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reached {
     Tasks,
+    Name,
     VirtualIp,
 }
 
@@ -49,6 +56,7 @@ pub fn replicas(facts: &SwarmFacts<'_>, prefix: &str) -> (Vec<ContainerFacts>, V
         let written = labels.remove(&upstream_label);
         let reached = match written.as_deref().map(str::trim) {
             None | Some("tasks") => Reached::Tasks,
+            Some("dns") => Reached::Name,
             Some("vip") => Reached::VirtualIp,
             Some(other) => {
                 diagnostics.push(Diagnostic {
@@ -58,7 +66,8 @@ pub fn replicas(facts: &SwarmFacts<'_>, prefix: &str) -> (Vec<ContainerFacts>, V
                     },
                     key: upstream_label.clone(),
                     severity: Severity::Error,
-                    reason: "expected `tasks` or `vip`; the service is not routed".to_owned(),
+                    reason: "expected `tasks`, `dns` or `vip`; the service is not routed"
+                        .to_owned(),
                     value: Some(other.to_owned()),
                     suggestion: None,
                 });
@@ -70,8 +79,14 @@ pub fn replicas(facts: &SwarmFacts<'_>, prefix: &str) -> (Vec<ContainerFacts>, V
             .iter()
             .filter(|task| task.service_id == service.service.id)
             .collect();
+        let all_here = tasks
+            .iter()
+            .all(|task| !task.serving || task_container(task, facts).is_some());
         let service_replicas = match reached {
-            Reached::Tasks => task_replicas(service, &labels, &tasks, facts),
+            Reached::Tasks if all_here => task_replicas(service, &labels, &tasks, facts),
+            Reached::Tasks | Reached::Name => {
+                vec![named_replica(service, &labels, &tasks, facts)]
+            }
             Reached::VirtualIp => vec![virtual_ip_replica(service, &labels, &tasks, facts)],
         };
         replicas.extend(service_replicas);
@@ -91,12 +106,11 @@ fn task_replicas(
     let replicas: Vec<ContainerFacts> = tasks
         .iter()
         .filter_map(|task| {
-            let container_id = task.container_id.as_ref()?;
-            let container = facts.containers.get(container_id)?;
+            let container = task_container(task, facts)?;
             Some(ContainerFacts {
                 running: container.running
                     && task.serving
-                    && !facts.stopping.contains(container_id),
+                    && !facts.stopping.contains(&container.id),
                 labels: labels.clone(),
                 created: service.created,
                 compose_project: labels
@@ -114,27 +128,60 @@ fn task_replicas(
     }
 }
 
-/// The service at its virtual IPs, with the ports its task containers
-/// here expose.
+/// The task's container, when it runs on this engine.
+fn task_container<'f>(task: &TaskFacts, facts: &SwarmFacts<'f>) -> Option<&'f ContainerFacts> {
+    facts.containers.get(task.container_id.as_ref()?)
+}
+
+/// The service at its virtual IPs.
 fn virtual_ip_replica(
     service: &ServiceFacts,
     labels: &BTreeMap<String, String>,
     tasks: &[&TaskFacts],
     facts: &SwarmFacts<'_>,
 ) -> ContainerFacts {
-    let containers = || {
-        tasks
-            .iter()
-            .filter_map(|task| facts.containers.get(task.container_id.as_ref()?))
-    };
     ContainerFacts {
-        running: tasks.iter().any(|task| task.serving),
         networks: service
             .virtual_ips
             .iter()
             .map(|(network, address)| (network.clone(), Some(*address)))
             .collect(),
-        exposed_ports: containers()
+        ..whole_service(service, labels, tasks, facts)
+    }
+}
+
+/// The service through its `tasks.<service>` name, with the networks of
+/// its task containers here: their addresses changing (a task replaced)
+/// has the name asked again at once.
+fn named_replica(
+    service: &ServiceFacts,
+    labels: &BTreeMap<String, String>,
+    tasks: &[&TaskFacts],
+    facts: &SwarmFacts<'_>,
+) -> ContainerFacts {
+    let containers = tasks.iter().filter_map(|task| task_container(task, facts));
+    ContainerFacts {
+        networks: containers
+            .flat_map(|container| container.networks.clone())
+            .collect(),
+        reached_by_name: Some(format!("tasks.{}", service.service.name)),
+        ..whole_service(service, labels, tasks, facts)
+    }
+}
+
+/// One replica for the whole service, serving while any task does, with
+/// the ports its task containers here expose (a service has none of its own).
+fn whole_service(
+    service: &ServiceFacts,
+    labels: &BTreeMap<String, String>,
+    tasks: &[&TaskFacts],
+    facts: &SwarmFacts<'_>,
+) -> ContainerFacts {
+    ContainerFacts {
+        running: tasks.iter().any(|task| task.serving),
+        exposed_ports: tasks
+            .iter()
+            .filter_map(|task| task_container(task, facts))
             .flat_map(|container| container.exposed_ports.iter().copied())
             .collect(),
         ..not_serving(service, labels)

@@ -133,10 +133,36 @@ fn a_task_being_shut_down_or_stopping_or_unhealthy_is_out() {
 }
 
 #[test]
-fn a_service_with_no_task_here_keeps_its_host_without_upstreams() {
+fn a_service_with_no_task_keeps_its_host_without_upstreams() {
     let mut world = world(&[("dockhand.host", "app.test")]);
-    world.containers.clear();
+    world.tasks.clear();
     assert!(world.upstreams().is_empty());
+}
+
+#[test]
+fn dns_is_the_tasks_name_while_a_task_serves() {
+    let mut world = world(&[
+        ("dockhand.host", "app.test"),
+        ("dockhand.swarm.upstream", "dns"),
+    ]);
+    assert_eq!(world.upstreams(), ["tasks.web:8080"]);
+    // Its tasks' addresses here are known, so their change is seen.
+    let (replicas, _) = world.replicas();
+    assert_eq!(replicas[0].networks[NETWORK], Some(ip("10.0.1.6")));
+    for task in &mut world.tasks {
+        task.serving = false;
+    }
+    assert!(world.upstreams().is_empty());
+}
+
+#[test]
+fn tasks_on_other_nodes_have_the_service_reached_through_its_tasks_name() {
+    let mut world = world(&[("dockhand.host", "app.test")]);
+    world.containers.remove("c-2");
+    assert_eq!(world.upstreams(), ["tasks.web:8080"]);
+    // A task elsewhere that is shut down needs no name.
+    world.tasks[1].serving = false;
+    assert_eq!(world.upstreams(), ["10.0.1.5:8080"]);
 }
 
 #[test]
@@ -175,7 +201,7 @@ fn an_unknown_swarm_upstream_is_an_error_naming_the_service() {
     );
     assert_eq!(
         diagnostic.to_string(),
-        "service \"web\": label dockhand.swarm.upstream: expected `tasks` or `vip`; the service is not routed"
+        "service \"web\": label dockhand.swarm.upstream: expected `tasks`, `dns` or `vip`; the service is not routed"
     );
 }
 
