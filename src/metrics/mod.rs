@@ -135,15 +135,18 @@ pub enum AcmeOrder {
     Issued,
     /// The order failed (a problem document, a refused challenge, no answer).
     Failed,
+    /// Another replica sharing the storage ordered it; it was read from there.
+    PickedUp,
 }
 
 impl AcmeOrder {
-    const ALL: [AcmeOrder; 2] = [AcmeOrder::Issued, AcmeOrder::Failed];
+    const ALL: [AcmeOrder; 3] = [AcmeOrder::Issued, AcmeOrder::Failed, AcmeOrder::PickedUp];
 
     fn label(self) -> &'static str {
         match self {
             AcmeOrder::Issued => "issued",
             AcmeOrder::Failed => "failed",
+            AcmeOrder::PickedUp => "picked_up",
         }
     }
 }

@@ -80,7 +80,7 @@ pub async fn handle(
         cause: None,
         counters: state.metrics.unmatched().clone(),
     });
-    let response = match local_answer::acme_challenge(&state.tls, &peer, &request) {
+    let response = match local_answer::acme_challenge(&state.tls, &peer, &request).await {
         Some(answer) => answer,
         None => match handle_inner(&state, &peer, request, &mut record).await {
             Ok(response) => response,

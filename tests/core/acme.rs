@@ -133,15 +133,25 @@ async fn https_get(
 /// Waits until `name` is served over HTTPS with a certificate Pebble
 /// issued; returns its leaf.
 async fn issued_leaf(run: &AcmeRun, name: &str, roots: &Arc<RootCertStore>) -> Vec<u8> {
+    served_leaf(run.https(), &run.pebble, name, roots).await
+}
+
+/// As [`issued_leaf`], from the HTTPS listener at `https`.
+async fn served_leaf(
+    https: SocketAddr,
+    pebble: &Pebble,
+    name: &str,
+    roots: &Arc<RootCertStore>,
+) -> Vec<u8> {
     let deadline = tokio::time::Instant::now() + ISSUED_WITHIN;
     loop {
-        match https_get(run.https(), name, roots.clone()).await {
+        match https_get(https, name, roots.clone()).await {
             Ok((leaf, reply)) if reply.status == StatusCode::OK => return leaf,
             outcome => assert!(
                 tokio::time::Instant::now() < deadline,
                 "no certificate for {name} within {ISSUED_WITHIN:?}: {:?}\n{}",
                 outcome.map(|(_, reply)| reply.status),
-                run.pebble.log()
+                pebble.log()
             ),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -402,4 +412,57 @@ async fn a_ca_unreachable_at_start_is_a_failed_order_not_a_failed_start() {
     assert_eq!(metric_sum(&proxy, "result=\"failed\"").await, 1);
     let reply = get(proxy.addr, "app.example.com", "/").await;
     assert_eq!(reply.status, StatusCode::OK, "served over HTTP");
+}
+
+/// The order lock files in an ACME storage folder.
+fn lock_files(storage: &Path) -> usize {
+    let Ok(directories) = std::fs::read_dir(storage) else {
+        return 0;
+    };
+    directories
+        .flatten()
+        .filter_map(|directory| std::fs::read_dir(directory.path().join("locks")).ok())
+        .flat_map(|locks| locks.flatten())
+        .count()
+}
+
+/// Two replicas sharing one `--acme-storage` (a shared volume): the one
+/// holding the order's lock orders; the other waits, then serves the
+/// certificate it stored. The CA asks the replica that did not order for
+/// the HTTP-01 answer, which it reads from the storage.
+#[tokio::test]
+async fn replicas_sharing_the_storage_order_a_certificate_once_and_both_serve_it() {
+    let backend = Backend::echo("app").await;
+    let storage = tempfile::tempdir().unwrap();
+    let name = "shared.example.com";
+    let routes = routes(&[(name, backend.addr)]);
+    // Pebble validates against the listeners of the replica that waits:
+    // bound now, they serve once it starts; questions wait in the backlog.
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let https = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dns = DnsServer::start().await;
+    dns.set_a(name, ["127.0.0.1"], 60);
+    let pebble = Pebble::start(PebbleConfig::new(&http, &https, &dns)).await;
+    let settings = || acme_settings(&pebble, storage.path(), AcmeChallenge::Http01);
+    let ordering = Proxy::start_on(
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        &routes,
+        settings(),
+    )
+    .await;
+    eventually_within(ISSUED_WITHIN, "the order lock is taken", || async {
+        lock_files(storage.path()) == 1
+    })
+    .await;
+    let waiting = Proxy::start_on(http, https, &routes, settings()).await;
+    let roots = pebble.root().await;
+    let leaf = served_leaf(ordering.https.unwrap(), &pebble, name, &roots).await;
+    let picked_up = served_leaf(waiting.https.unwrap(), &pebble, name, &roots).await;
+    assert_eq!(picked_up, leaf, "one certificate, served by both");
+    assert_eq!(metric_sum(&ordering, "result=\"issued\"").await, 1);
+    assert_eq!(metric_sum(&waiting, "result=\"issued\"").await, 0);
+    assert_eq!(metric_sum(&waiting, "result=\"picked_up\"").await, 1);
+    assert_eq!(metric_sum(&waiting, "result=\"failed\"").await, 0);
+    assert_eq!(lock_files(storage.path()), 0, "the lock is given back");
 }

@@ -19,7 +19,7 @@ use super::client::{self, CaSettings, Refusals};
 use super::names::{eligibility, Eligibility};
 use super::order;
 use super::plan::{self, Held, OrderRequest, Planner, Refusal, Served};
-use super::storage::{Storage, StoredCertificate};
+use super::storage::{Locked, Storage, StoredCertificate};
 use crate::config::{Desired, ProviderId};
 use crate::metrics::{AcmeOrder, Metrics};
 use crate::routes::Router;
@@ -34,6 +34,11 @@ const RENEWAL_INFO_RECHECK: Duration = Duration::from_secs(6 * 60 * 60);
 const ORDER_LIMIT: Duration = Duration::from_secs(5 * 60);
 /// The longest the CA may take to give a renewal window.
 const RENEWAL_INFO_LIMIT: Duration = Duration::from_secs(60);
+/// How long an order lock in shared storage lasts: the order's own limit,
+/// with room. A replica that dies holding one keeps it until then.
+const LOCK_LIFETIME: Duration = ORDER_LIMIT.saturating_add(Duration::from_secs(60));
+/// How often an order waiting for another replica's lock looks again.
+const LOCK_POLL: Duration = Duration::from_secs(2);
 
 /// The ACME certificates read from storage, ready to serve.
 pub struct Loaded {
@@ -133,6 +138,8 @@ struct Shared {
     refusals: Arc<Refusals>,
     /// Made at the first need, then kept; an unreachable CA is retried then.
     account: tokio::sync::Mutex<Option<Account>>,
+    /// This replica, in the order locks it takes in shared storage.
+    holder: String,
 }
 
 impl Shared {
@@ -152,7 +159,7 @@ enum Event {
     OrderEnded {
         request: OrderRequest,
         started: SystemTime,
-        result: Result<(String, Arc<Certificate>), String>,
+        result: Result<Obtained, String>,
     },
     RenewalWindow {
         id: String,
@@ -173,6 +180,8 @@ pub async fn run(
 ) {
     let mut routes = router.subscribe();
     let mut certificates = tls.certificates.subscribe();
+    tls.challenges
+        .share_http01_through(loaded.storage.challenges_dir());
     let (events, mut ended) = mpsc::unbounded_channel();
     let mut manager = Manager {
         shared: Arc::new(Shared {
@@ -186,6 +195,7 @@ pub async fn run(
             tls,
             refusals: Arc::default(),
             account: tokio::sync::Mutex::new(None),
+            holder: lock_holder(),
         }),
         router,
         metrics,
@@ -276,10 +286,17 @@ impl Manager {
             .and_then(|leaf| CertificateIdentifier::try_from(leaf).ok())
             .map(CertificateIdentifier::into_owned);
         tracing::info!(names = ?request.names, renewal = request.renews.is_some(), "ordering a certificate over ACME");
+        let renewing = request
+            .renews
+            .as_ref()
+            .and_then(|id| self.held.get(id))
+            .and_then(|held| held.leaf())
+            .cloned();
         tokio::spawn(order_task(
             self.shared.clone(),
             request,
             replaces,
+            renewing,
             self.events.clone(),
         ));
     }
@@ -315,9 +332,9 @@ impl Manager {
         match event {
             Event::OrderEnded {
                 request,
-                result: Ok((id, certificate)),
+                result: Ok(obtained),
                 ..
-            } => self.issued(&request, id, certificate),
+            } => self.issued(&request, obtained),
             Event::OrderEnded {
                 request,
                 started,
@@ -347,9 +364,23 @@ impl Manager {
         }
     }
 
-    /// A certificate was issued and stored: it is served from now on.
-    fn issued(&mut self, request: &OrderRequest, id: String, certificate: Arc<Certificate>) {
-        tracing::info!(names = ?certificate.names, not_after = %humantime::format_rfc3339_seconds(certificate.not_after), "ACME certificate issued");
+    /// A certificate was issued and stored (or found stored by another
+    /// replica): it is served from now on.
+    fn issued(&mut self, request: &OrderRequest, obtained: Obtained) {
+        let Obtained {
+            id,
+            certificate,
+            picked_up,
+        } = obtained;
+        let not_after = humantime::format_rfc3339_seconds(certificate.not_after);
+        match picked_up {
+            false => {
+                tracing::info!(names = ?certificate.names, %not_after, "ACME certificate issued")
+            }
+            true => {
+                tracing::info!(names = ?certificate.names, %not_after, "ACME certificate another replica ordered is served")
+            }
+        }
         // Certificates whose names the new one covers are done with.
         let replaced: Vec<String> = self
             .held
@@ -385,17 +416,159 @@ impl Manager {
         );
         self.planner
             .order_ended(&request.names, SystemTime::now(), Ok(()));
-        self.metrics.acme_order(AcmeOrder::Issued);
+        self.metrics.acme_order(match picked_up {
+            false => AcmeOrder::Issued,
+            true => AcmeOrder::PickedUp,
+        });
     }
+}
+
+/// A certificate an order ended with.
+struct Obtained {
+    id: String,
+    certificate: Arc<Certificate>,
+    /// Another replica sharing the storage ordered it.
+    picked_up: bool,
+}
+
+/// This process, told apart from other replicas (on other hosts, or in
+/// other containers) and from another ACME service in the same process.
+fn lock_holder() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    format!(
+        "{}/{}/{:08x}",
+        host.trim(),
+        std::process::id(),
+        rand::random::<u32>()
+    )
+}
+
+/// What the storage shared with other replicas says of an order.
+enum Claim {
+    /// This replica holds the order's lock: it orders.
+    Ours,
+    /// Another replica stored a certificate for the names, not due for
+    /// renewal (and not the one being renewed).
+    Stored(Obtained),
+}
+
+/// Takes the order's lock in storage, unless a certificate for its names
+/// is stored already; while another replica holds the lock, waits (it may
+/// store the certificate) for as long as a lock can last.
+async fn claim(
+    shared: &Shared,
+    request: &OrderRequest,
+    renewing: Option<&CertificateDer<'static>>,
+) -> Result<Claim, String> {
+    let id = StoredCertificate::id_of(&request.names);
+    let give_up_at = tokio::time::Instant::now() + LOCK_LIFETIME;
+    loop {
+        if let Some(obtained) = stored_for(shared, &id, &request.names, renewing).await? {
+            return Ok(Claim::Stored(obtained));
+        }
+        let now = unix_seconds(SystemTime::now());
+        let expires = now + LOCK_LIFETIME.as_secs();
+        let (storage, lock_id, holder) =
+            (shared.storage.clone(), id.clone(), shared.holder.clone());
+        let locked =
+            tokio::task::spawn_blocking(move || storage.try_lock(&lock_id, &holder, expires, now))
+                .await
+                .map_err(|error| error.to_string())?
+                .map_err(|error| format!("taking the order lock in storage: {error}"))?;
+        match locked {
+            Locked::Taken => {
+                // Another replica may have stored it just before letting go.
+                return match stored_for(shared, &id, &request.names, renewing).await? {
+                    Some(obtained) => {
+                        unlock(shared, &id).await;
+                        Ok(Claim::Stored(obtained))
+                    }
+                    None => Ok(Claim::Ours),
+                };
+            }
+            Locked::HeldBy { holder, until } => {
+                if tokio::time::Instant::now() >= give_up_at {
+                    return Err(format!(
+                        "another replica ({holder}) holds the order lock until {until} (Unix time)"
+                    ));
+                }
+                tracing::debug!(names = ?request.names, %holder, "another replica is ordering; waiting for its certificate");
+                tokio::time::sleep(LOCK_POLL).await;
+            }
+        }
+    }
+}
+
+/// The certificate `id` as stored, when it covers `names`, is not due for
+/// renewal and is not the one being renewed.
+async fn stored_for(
+    shared: &Shared,
+    id: &str,
+    names: &[String],
+    renewing: Option<&CertificateDer<'static>>,
+) -> Result<Option<Obtained>, String> {
+    let (storage, stored_id) = (shared.storage.clone(), id.to_owned());
+    let stored = tokio::task::spawn_blocking(move || storage.certificate(&stored_id))
+        .await
+        .map_err(|error| error.to_string())?
+        .map_err(|error| format!("reading the storage: {error}"))?;
+    let Some(Ok(certificate)) = stored.map(|stored| stored.parse()) else {
+        return Ok(None);
+    };
+    let now = SystemTime::now();
+    let usable = names.iter().all(|name| certificate.names.contains(name))
+        && plan::renewal_time(certificate.not_before, certificate.not_after) > now
+        && renewing != certificate.key.cert.first();
+    Ok(usable.then(|| Obtained {
+        id: id.to_owned(),
+        certificate: Arc::new(certificate),
+        picked_up: true,
+    }))
+}
+
+async fn unlock(shared: &Shared, id: &str) {
+    let (storage, id, holder) = (shared.storage.clone(), id.to_owned(), shared.holder.clone());
+    let unlocked = tokio::task::spawn_blocking(move || storage.unlock(&id, &holder)).await;
+    if let Ok(Err(error)) = unlocked {
+        tracing::warn!(%error, "an ACME order lock could not be removed; it ends at its expiry");
+    }
+}
+
+fn unix_seconds(time: SystemTime) -> u64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs())
 }
 
 async fn order_task(
     shared: Arc<Shared>,
     request: OrderRequest,
     replaces: Option<CertificateIdentifier<'static>>,
+    renewing: Option<CertificateDer<'static>>,
     events: mpsc::UnboundedSender<Event>,
 ) {
     let started = SystemTime::now();
+    let result = match claim(&shared, &request, renewing.as_ref()).await {
+        Ok(Claim::Ours) => {
+            let ordered = order_under_lock(&shared, &request, replaces).await;
+            unlock(&shared, &StoredCertificate::id_of(&request.names)).await;
+            ordered
+        }
+        Ok(Claim::Stored(obtained)) => Ok(obtained),
+        Err(error) => Err(error),
+    };
+    let _ = events.send(Event::OrderEnded {
+        request,
+        started,
+        result,
+    });
+}
+
+/// Orders, stores and reads back the certificate, within `ORDER_LIMIT`.
+async fn order_under_lock(
+    shared: &Shared,
+    request: &OrderRequest,
+    replaces: Option<CertificateIdentifier<'static>>,
+) -> Result<Obtained, String> {
     let ordering = async {
         let account = shared.account().await?;
         let issued = order::order(
@@ -404,6 +577,7 @@ async fn order_task(
             replaces,
             shared.challenge,
             &shared.tls,
+            &shared.storage,
         )
         .await?;
         let stored = StoredCertificate::new(&request.names, &issued.chain, &issued.key);
@@ -416,21 +590,20 @@ async fn order_task(
             .await
             .map_err(|error| error.to_string())?
             .map_err(|error| format!("storing the certificate: {error}"))?;
-        Ok((id, Arc::new(certificate)))
+        Ok(Obtained {
+            id,
+            certificate: Arc::new(certificate),
+            picked_up: false,
+        })
     };
-    let result = tokio::time::timeout(ORDER_LIMIT, ordering)
+    tokio::time::timeout(ORDER_LIMIT, ordering)
         .await
         .unwrap_or_else(|_| {
             Err(format!(
                 "the CA did not complete the order within {}",
                 humantime::format_duration(ORDER_LIMIT)
             ))
-        });
-    let _ = events.send(Event::OrderEnded {
-        request,
-        started,
-        result,
-    });
+        })
 }
 
 /// Asks the CA for a certificate's renewal window (RFC 9773 §4.2), and

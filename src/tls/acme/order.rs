@@ -17,6 +17,7 @@ use rcgen::{CertificateParams, CustomExtension, KeyPair};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use super::client::{describe, problem_detail};
+use super::storage::Storage;
 use crate::settings::AcmeChallenge;
 use crate::tls::TlsState;
 
@@ -37,6 +38,7 @@ pub async fn order(
     replaces: Option<CertificateIdentifier<'static>>,
     challenge: AcmeChallenge,
     tls: &Arc<TlsState>,
+    storage: &Storage,
 ) -> Result<Issued, String> {
     let challenges = &tls.challenges;
     let identifiers: Vec<Identifier> = names.iter().cloned().map(Identifier::Dns).collect();
@@ -50,6 +52,7 @@ pub async fn order(
         .map_err(|e| describe(&e))?;
     let mut answers = Answers {
         tls: tls.clone(),
+        storage: storage.clone(),
         http01: Vec::new(),
         tls_alpn01: Vec::new(),
     };
@@ -75,6 +78,13 @@ pub async fn order(
             AcmeChallenge::Http01 => {
                 challenges.set_http01(&handle.token, key_authorization.as_str());
                 answers.http01.push(handle.token.clone());
+                // For the replicas sharing the storage, which the CA may ask.
+                let (storage, token) = (storage.clone(), handle.token.clone());
+                let answer = key_authorization.as_str().to_owned();
+                tokio::task::spawn_blocking(move || storage.save_http01(&token, &answer))
+                    .await
+                    .map_err(|error| error.to_string())?
+                    .map_err(|error| format!("storing the HTTP-01 answer: {error}"))?;
             }
             AcmeChallenge::TlsAlpn01 => {
                 let certificate = tls_alpn01_certificate(&name, key_authorization.digest())?;
@@ -145,6 +155,7 @@ fn tls_alpn01_certificate(
 /// The challenge answers an order set, taken away when it is dropped.
 struct Answers {
     tls: Arc<TlsState>,
+    storage: Storage,
     http01: Vec<String>,
     tls_alpn01: Vec<String>,
 }
@@ -154,6 +165,14 @@ impl Drop for Answers {
         for token in &self.http01 {
             self.tls.challenges.remove_http01(token);
         }
+        let (storage, tokens) = (self.storage.clone(), std::mem::take(&mut self.http01));
+        tokio::task::spawn_blocking(move || {
+            for token in tokens {
+                if let Err(error) = storage.remove_http01(&token) {
+                    tracing::warn!(%error, %token, "a stored HTTP-01 answer could not be removed");
+                }
+            }
+        });
         for name in &self.tls_alpn01 {
             self.tls.challenges.remove_tls_alpn01(name);
         }

@@ -6,9 +6,17 @@
 //! one); files holding keys are `0600`, folders `0700`. Blocking: callers
 //! run it off the runtime.
 //!
+//! Several dockhand replicas may share one storage (a shared volume): an
+//! order takes a lock file first, so the same certificate is not ordered
+//! twice, and writes its HTTP-01 answers where every replica can read them
+//! (the CA may ask any replica). A lock holds an expiry, so a replica that
+//! died holding one keeps it only until then.
+//!
 //! ```text
 //! <storage>/<directory URL as a file name>/account.json
 //! <storage>/<directory URL as a file name>/certificates/<first name>.pem
+//! <storage>/<directory URL as a file name>/locks/<first name>.lock
+//! <storage>/<directory URL as a file name>/challenges/<HTTP-01 token>
 //! ```
 
 use std::fs;
@@ -20,6 +28,8 @@ use crate::tls::Certificate;
 
 const ACCOUNT_FILE: &str = "account.json";
 const CERTIFICATES_DIR: &str = "certificates";
+const LOCKS_DIR: &str = "locks";
+pub const CHALLENGES_DIR: &str = "challenges";
 
 /// One CA directory's part of the storage.
 #[derive(Debug, Clone)]
@@ -97,6 +107,86 @@ impl Storage {
         )
     }
 
+    /// The stored certificate `id`, if there is one (another replica may
+    /// have stored it since this one looked).
+    pub fn certificate(&self, id: &str) -> io::Result<Option<StoredCertificate>> {
+        let path = self.dir.join(CERTIFICATES_DIR).join(format!("{id}.pem"));
+        match fs::read_to_string(path) {
+            Ok(pem) => Ok(Some(StoredCertificate {
+                id: id.to_owned(),
+                pem,
+            })),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Takes the lock on ordering certificate `id` for `holder` until
+    /// `expires` (Unix seconds), unless another holder has it and it has
+    /// not expired: then who has it, and until when.
+    pub fn try_lock(&self, id: &str, holder: &str, expires: u64, now: u64) -> io::Result<Locked> {
+        let dir = self.dir.join(LOCKS_DIR);
+        create_private_dir(&dir)?;
+        let path = dir.join(format!("{id}.lock"));
+        let contents = format!("{holder}\n{expires}\n");
+        // Twice at most: once more after an expired lock is taken away.
+        for _ in 0..2 {
+            match create_new(&path, contents.as_bytes()) {
+                Ok(()) => return Ok(Locked::Taken),
+                Err(error) if error.kind() != io::ErrorKind::AlreadyExists => return Err(error),
+                Err(_) => {}
+            }
+            let found = match fs::read_to_string(&path) {
+                Ok(found) => found,
+                // Released meanwhile: try again.
+                Err(error) if error.kind() == io::ErrorKind::NotFound => continue,
+                Err(error) => return Err(error),
+            };
+            let (other, until) = parse_lock(&found);
+            if until > now {
+                return Ok(Locked::HeldBy {
+                    holder: other.to_owned(),
+                    until,
+                });
+            }
+            tracing::info!(%id, holder = other, "an expired ACME order lock is taken over");
+            remove_if_unchanged(&path, &found)?;
+        }
+        Ok(Locked::HeldBy {
+            holder: "another replica".to_owned(),
+            until: now,
+        })
+    }
+
+    /// Gives the lock on `id` back, if `holder` still has it.
+    pub fn unlock(&self, id: &str, holder: &str) -> io::Result<()> {
+        let path = self.dir.join(LOCKS_DIR).join(format!("{id}.lock"));
+        match fs::read_to_string(&path) {
+            Ok(found) if parse_lock(&found).0 == holder => remove_if_unchanged(&path, &found),
+            Ok(_) => Ok(()),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Where HTTP-01 answers are written for every replica to read.
+    pub fn challenges_dir(&self) -> PathBuf {
+        self.dir.join(CHALLENGES_DIR)
+    }
+
+    pub fn save_http01(&self, token: &str, key_authorization: &str) -> io::Result<()> {
+        let dir = self.challenges_dir();
+        create_private_dir(&dir)?;
+        write_atomically(&dir.join(file_name_of(token)), key_authorization.as_bytes())
+    }
+
+    pub fn remove_http01(&self, token: &str) -> io::Result<()> {
+        match fs::remove_file(self.challenges_dir().join(file_name_of(token))) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        }
+    }
+
     /// Removes a certificate another one replaced.
     pub fn remove_certificate(&self, id: &str) -> io::Result<()> {
         match fs::remove_file(self.dir.join(CERTIFICATES_DIR).join(format!("{id}.pem"))) {
@@ -106,14 +196,58 @@ impl Storage {
     }
 }
 
+/// What [`Storage::try_lock`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Locked {
+    Taken,
+    HeldBy { holder: String, until: u64 },
+}
+
+/// A lock file's holder and expiry; an unreadable one has expired.
+fn parse_lock(text: &str) -> (&str, u64) {
+    let mut lines = text.lines();
+    let holder = lines.next().unwrap_or_default();
+    let until = lines.next().and_then(|line| line.parse().ok()).unwrap_or(0);
+    (holder, until)
+}
+
+/// Creates `path` with `contents`, failing if it exists.
+fn create_new(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let mut file = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
+/// Removes `path` if it still holds `expected`: a lock another replica
+/// took in the meantime stays (two replicas taking over the same expired
+/// lock at the same instant may still both order: one certificate too many).
+fn remove_if_unchanged(path: &Path, expected: &str) -> io::Result<()> {
+    match fs::read_to_string(path) {
+        Ok(found) if found == expected => match fs::remove_file(path) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+            _ => Ok(()),
+        },
+        Err(error) if error.kind() != io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
 impl StoredCertificate {
     /// The file for an issued chain and its key, named after the first name.
     pub fn new(names: &[String], chain: &str, key: &str) -> StoredCertificate {
-        let first = names.first().map_or("certificate", String::as_str);
         StoredCertificate {
-            id: file_name_of(first),
+            id: StoredCertificate::id_of(names),
             pem: format!("{}\n{}", key.trim_end(), chain),
         }
+    }
+
+    /// The id a certificate for `names` (sorted) is stored under.
+    pub fn id_of(names: &[String]) -> String {
+        file_name_of(names.first().map_or("certificate", String::as_str))
     }
 
     /// The certificate as served.
@@ -206,5 +340,56 @@ mod tests {
         assert_eq!(other_ca.certificates().unwrap(), [], "kept per CA");
         storage.remove_certificate("a.example.com").unwrap();
         assert_eq!(storage.certificates().unwrap(), []);
+    }
+
+    #[test]
+    fn an_order_lock_is_held_until_released_or_expired() {
+        let root = tempfile::tempdir().unwrap();
+        let storage = Storage::new(root.path(), "https://ca.example/dir");
+        assert_eq!(
+            storage.try_lock("a.test", "one", 200, 100).unwrap(),
+            Locked::Taken
+        );
+        let held = Locked::HeldBy {
+            holder: "one".into(),
+            until: 200,
+        };
+        assert_eq!(storage.try_lock("a.test", "two", 300, 150).unwrap(), held);
+        assert_eq!(
+            storage.try_lock("b.test", "two", 300, 150).unwrap(),
+            Locked::Taken,
+            "per certificate"
+        );
+        // Only its holder gives it back.
+        storage.unlock("a.test", "two").unwrap();
+        assert_eq!(storage.try_lock("a.test", "two", 300, 150).unwrap(), held);
+        storage.unlock("a.test", "one").unwrap();
+        assert_eq!(
+            storage.try_lock("a.test", "two", 300, 150).unwrap(),
+            Locked::Taken
+        );
+        // A holder that died: its lock ends at its expiry.
+        assert_eq!(
+            storage.try_lock("a.test", "three", 400, 301).unwrap(),
+            Locked::Taken
+        );
+        assert_eq!(
+            storage.try_lock("a.test", "one", 500, 302).unwrap(),
+            Locked::HeldBy {
+                holder: "three".into(),
+                until: 400
+            }
+        );
+    }
+
+    #[test]
+    fn http01_answers_are_written_for_every_replica_and_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let storage = Storage::new(root.path(), "https://ca.example/dir");
+        storage.save_http01("tok-EN_1", "tok-EN_1.thumb").unwrap();
+        let path = storage.challenges_dir().join("tok-EN_1");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "tok-EN_1.thumb");
+        storage.remove_http01("tok-EN_1").unwrap();
+        assert!(!path.exists());
     }
 }
