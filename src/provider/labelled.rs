@@ -52,3 +52,11 @@ pub async fn publish(
         retry_at: (!resolved).then(|| Instant::now() + RETRY_INTERVAL),
     }
 }
+
+/// Sleeps until `retry_at` (a [`Published::retry_at`]); without one, forever.
+pub async fn until(retry_at: Option<Instant>) {
+    match retry_at {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}

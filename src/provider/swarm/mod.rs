@@ -11,6 +11,8 @@ mod api;
 mod replicas;
 
 #[cfg(test)]
+mod replicas_tests;
+#[cfg(test)]
 mod tests;
 
 pub use api::{ServiceFacts, SwarmApi, SwarmEvent, SwarmEventStream, TaskFacts};
@@ -107,20 +109,12 @@ pub async fn follow<A: SwarmApi>(
                 None => Err(DockerError::EventsEnded),
             },
             _ = relist_timer.tick() => relist(api, settings, state).await,
-            () = sleep_until_some(dns_server_retry) => Ok(()),
+            () = labelled::until(dns_server_retry) => Ok(()),
         };
         if let Err(error) = result {
             return error;
         }
         publish(state, router, dns).await;
-    }
-}
-
-/// Sleeps until `deadline`; without one, forever.
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 

@@ -1,223 +1,213 @@
-//! Services and tasks into replicas: which tasks serve, at which address,
-//! under which name, and what a bad `swarm.upstream` says.
+//! The swarm provider's loop fed by a fake swarm manager, on tokio's
+//! paused clock: what events and re-lists make of tasks.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::IpAddr;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::replicas::{replicas, SwarmFacts};
-use super::{ServiceFacts, TaskFacts};
-use crate::config::{Origin, Severity};
-use crate::labels::{build_hosts, ContainerFacts, Health, ProxyFacts, ServiceRef};
+use tokio::sync::mpsc;
 
-const NETWORK: &str = "edge";
+use super::*;
+use crate::labels::ServiceRef;
+use crate::provider::docker::{DockerApi, EventStream};
+use crate::resolve::srv::fake_dns::FakeDns;
+use crate::routes::RouteMiss;
 
-fn service(labels: &[(&str, &str)]) -> ServiceFacts {
+/// A swarm manager in memory: its services, tasks and task containers,
+/// and events sent by the test.
+struct FakeSwarm {
+    manager: bool,
+    services: Vec<ServiceFacts>,
+    tasks: Mutex<Vec<TaskFacts>>,
+    containers: Mutex<BTreeMap<String, ContainerFacts>>,
+    events: Mutex<Option<mpsc::UnboundedReceiver<Result<SwarmEvent, DockerError>>>>,
+}
+
+impl DockerApi for Arc<FakeSwarm> {
+    async fn list_container_ids(&self) -> Result<Vec<String>, DockerError> {
+        Ok(self.containers.lock().unwrap().keys().cloned().collect())
+    }
+
+    async fn inspect(&self, id: &str) -> Result<Option<ContainerFacts>, DockerError> {
+        Ok(self.containers.lock().unwrap().get(id).cloned())
+    }
+
+    fn events(&self) -> EventStream {
+        unreachable!("the swarm provider follows swarm_events")
+    }
+}
+
+impl SwarmApi for Arc<FakeSwarm> {
+    async fn is_manager(&self) -> Result<bool, DockerError> {
+        Ok(self.manager)
+    }
+
+    async fn services(&self) -> Result<Vec<ServiceFacts>, DockerError> {
+        Ok(self.services.clone())
+    }
+
+    async fn tasks(&self) -> Result<Vec<TaskFacts>, DockerError> {
+        Ok(self.tasks.lock().unwrap().clone())
+    }
+
+    fn swarm_events(&self) -> SwarmEventStream {
+        let mut receiver = self
+            .events
+            .lock()
+            .unwrap()
+            .take()
+            .expect("one subscription");
+        Box::pin(futures_util::stream::poll_fn(move |cx| {
+            receiver.poll_recv(cx)
+        }))
+    }
+}
+
+fn web_service() -> ServiceFacts {
     ServiceFacts {
         service: ServiceRef {
             name: "web".into(),
-            id: "svc1".into(),
+            id: "svc".into(),
         },
-        created: 100,
-        labels: labels
-            .iter()
-            .map(|(key, value)| (key.to_string(), value.to_string()))
-            .collect(),
-        virtual_ips: BTreeMap::from([(NETWORK.to_owned(), ip("10.0.1.2"))]),
+        labels: BTreeMap::from([("dockhand.host".into(), "web.test".into())]),
+        ..ServiceFacts::default()
     }
 }
 
-fn ip(text: &str) -> IpAddr {
-    text.parse().unwrap()
-}
-
-fn task(id: &str, serving: bool) -> TaskFacts {
-    TaskFacts {
-        id: id.into(),
-        service_id: "svc1".into(),
-        serving,
-        container_id: Some(format!("c-{id}")),
-    }
-}
-
-/// The task's container on this engine, at `address` on the shared network.
-fn container(task: &str, address: &str) -> (String, ContainerFacts) {
-    let id = format!("c-{task}");
-    let facts = ContainerFacts {
-        id: id.clone(),
-        name: format!("web.{task}"),
+/// A running task of `web` and its container at `address` on `net`.
+fn running(slot: u32, address: &str) -> (TaskFacts, ContainerFacts) {
+    let container = ContainerFacts {
+        id: format!("c{slot}"),
+        name: format!("web.{slot}"),
         running: true,
-        networks: BTreeMap::from([(NETWORK.to_owned(), Some(ip(address)))]),
+        networks: BTreeMap::from([("net".into(), Some(address.parse().unwrap()))]),
         network_mode: "default".into(),
         exposed_ports: [8080].into(),
-        // The container's own labels are not the service's.
-        labels: BTreeMap::from([("dockhand.host".into(), "wrong.test".into())]),
         ..ContainerFacts::default()
     };
-    (id, facts)
-}
-
-struct World {
-    services: Vec<ServiceFacts>,
-    tasks: Vec<TaskFacts>,
-    containers: HashMap<String, ContainerFacts>,
-    stopping: HashSet<String>,
-}
-
-impl World {
-    fn replicas(&self) -> (Vec<ContainerFacts>, Vec<crate::config::Diagnostic>) {
-        let facts = SwarmFacts {
-            services: &self.services,
-            tasks: &self.tasks,
-            containers: &self.containers,
-            stopping: &self.stopping,
-        };
-        replicas(&facts, "dockhand")
-    }
-
-    /// The addresses `app.test` is served from.
-    fn upstreams(&self) -> Vec<String> {
-        let (replicas, _) = self.replicas();
-        let context = ProxyFacts {
-            proxy_networks: vec![NETWORK.into()],
-            ..ProxyFacts::default()
-        };
-        let (hosts, diagnostics) = build_hosts(&replicas, &context);
-        assert!(diagnostics.is_empty(), "{diagnostics:?}");
-        let [host] = hosts.hosts.as_slice() else {
-            panic!("{hosts:?}")
-        };
-        assert_eq!(host.pattern.to_string(), "app.test");
-        let location = &host.locations[0];
-        let mut addresses: Vec<String> = location
-            .upstreams
-            .iter()
-            .map(|upstream| upstream.target.to_string())
-            .collect();
-        addresses.sort();
-        addresses
-    }
-}
-
-fn world(labels: &[(&str, &str)]) -> World {
-    World {
-        services: vec![service(labels)],
-        tasks: vec![task("1", true), task("2", true)],
-        containers: [container("1", "10.0.1.5"), container("2", "10.0.1.6")].into(),
-        stopping: HashSet::new(),
-    }
-}
-
-#[test]
-fn each_serving_task_is_an_upstream_with_the_services_labels() {
-    let world = world(&[("dockhand.host", "app.test")]);
-    assert_eq!(world.upstreams(), ["10.0.1.5:8080", "10.0.1.6:8080"]);
-    let (replicas, _) = world.replicas();
-    assert!(replicas
-        .iter()
-        .all(|replica| replica.service.as_ref().is_some_and(|s| s.name == "web")));
-}
-
-#[test]
-fn a_task_being_shut_down_or_stopping_or_unhealthy_is_out() {
-    let mut shut_down = world(&[("dockhand.host", "app.test")]);
-    shut_down.tasks[0].serving = false;
-    assert_eq!(shut_down.upstreams(), ["10.0.1.6:8080"]);
-
-    let mut stopping = world(&[("dockhand.host", "app.test")]);
-    stopping.stopping.insert("c-2".into());
-    assert_eq!(stopping.upstreams(), ["10.0.1.5:8080"]);
-
-    let mut unhealthy = world(&[("dockhand.host", "app.test")]);
-    unhealthy.containers.get_mut("c-1").unwrap().health = Some(Health::Starting);
-    assert_eq!(unhealthy.upstreams(), ["10.0.1.6:8080"]);
-}
-
-#[test]
-fn a_service_with_no_task_keeps_its_host_without_upstreams() {
-    let mut world = world(&[("dockhand.host", "app.test")]);
-    world.tasks.clear();
-    assert!(world.upstreams().is_empty());
-}
-
-#[test]
-fn dns_is_the_tasks_name_while_a_task_serves() {
-    let mut world = world(&[
-        ("dockhand.host", "app.test"),
-        ("dockhand.swarm.upstream", "dns"),
-    ]);
-    assert_eq!(world.upstreams(), ["tasks.web:8080"]);
-    // Its tasks' addresses here are known, so their change is seen.
-    let (replicas, _) = world.replicas();
-    assert_eq!(replicas[0].networks[NETWORK], Some(ip("10.0.1.6")));
-    for task in &mut world.tasks {
-        task.serving = false;
-    }
-    assert!(world.upstreams().is_empty());
-}
-
-#[test]
-fn tasks_on_other_nodes_have_the_service_reached_through_its_tasks_name() {
-    let mut world = world(&[("dockhand.host", "app.test")]);
-    world.containers.remove("c-2");
-    assert_eq!(world.upstreams(), ["tasks.web:8080"]);
-    // A task elsewhere that is shut down needs no name.
-    world.tasks[1].serving = false;
-    assert_eq!(world.upstreams(), ["10.0.1.5:8080"]);
-}
-
-#[test]
-fn vip_is_one_upstream_at_the_virtual_ip_while_a_task_serves() {
-    let mut world = world(&[
-        ("dockhand.host", "app.test"),
-        ("dockhand.swarm.upstream", "vip"),
-    ]);
-    assert_eq!(world.upstreams(), ["10.0.1.2:8080"]);
-    for task in &mut world.tasks {
-        task.serving = false;
-    }
-    assert!(world.upstreams().is_empty());
-}
-
-#[test]
-fn an_unknown_swarm_upstream_is_an_error_naming_the_service() {
-    let world = world(&[
-        ("dockhand.host", "app.test"),
-        ("dockhand.swarm.upstream", "task"),
-    ]);
-    let (replicas, diagnostics) = world.replicas();
-    assert!(replicas.is_empty(), "not routed: {replicas:?}");
-    let [diagnostic] = diagnostics.as_slice() else {
-        panic!("{diagnostics:?}")
+    let task = TaskFacts {
+        id: format!("t{slot}"),
+        service_id: "svc".into(),
+        serving: true,
+        container_id: Some(container.id.clone()),
     };
-    assert_eq!(diagnostic.severity, Severity::Error);
-    assert_eq!(diagnostic.key, "dockhand.swarm.upstream");
-    assert_eq!(diagnostic.value.as_deref(), Some("task"));
-    assert_eq!(
-        diagnostic.origin,
-        Origin::Service {
-            name: "web".into(),
-            id: "svc1".into()
+    (task, container)
+}
+
+struct Harness {
+    swarm: Arc<FakeSwarm>,
+    events: mpsc::UnboundedSender<Result<SwarmEvent, DockerError>>,
+    router: Arc<Router>,
+}
+
+impl Harness {
+    async fn start(manager: bool, tasks: Vec<(TaskFacts, ContainerFacts)>) -> Harness {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let swarm = Arc::new(FakeSwarm {
+            manager,
+            services: vec![web_service()],
+            tasks: Mutex::new(tasks.iter().map(|(task, _)| task.clone()).collect()),
+            containers: Mutex::new(
+                tasks
+                    .into_iter()
+                    .map(|(_, container)| (container.id.clone(), container))
+                    .collect(),
+            ),
+            events: Mutex::new(Some(receiver)),
+        });
+        let registry = Arc::new(crate::upstream::EndpointRegistry::new());
+        let router = Arc::new(Router::new(registry, Duration::from_secs(5)));
+        let settings = DockerSettings {
+            networks: vec!["net".to_owned()],
+            ..DockerSettings::default()
+        };
+        tokio::spawn({
+            let (swarm, router) = (swarm.clone(), router.clone());
+            async move {
+                let mut state = SwarmState::new(&settings);
+                follow(&swarm, &settings, &mut state, &router, &FakeDns::default()).await
+            }
+        });
+        while !router.has_published(ProviderId::Swarm) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
-    );
+        Harness {
+            swarm,
+            events,
+            router,
+        }
+    }
+
+    fn upstreams(&self) -> Result<Vec<String>, RouteMiss> {
+        let table = self.router.current();
+        let mut upstreams: Vec<String> = table
+            .find("web.test", "/")?
+            .upstreams
+            .endpoints()
+            .iter()
+            .map(|endpoint| endpoint.to_string())
+            .collect();
+        upstreams.sort();
+        Ok(upstreams)
+    }
+
+    async fn event(&self, event: SwarmEvent) {
+        self.events.send(Ok(event)).unwrap();
+        // The loop handles one event per turn; a paused clock lets it run.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_task_container_told_to_stop_is_out_before_the_task_list_says_so() {
+    let harness = Harness::start(true, vec![running(1, "10.0.1.5"), running(2, "10.0.1.6")]).await;
     assert_eq!(
-        diagnostic.to_string(),
-        "service \"web\": label dockhand.swarm.upstream: expected `tasks`, `dns` or `vip`; the service is not routed"
+        harness.upstreams().unwrap(),
+        ["10.0.1.5:8080", "10.0.1.6:8080"]
+    );
+    // Swarm's stop of an updated task: the container's `kill`, while the
+    // task list may still say running.
+    harness.event(SwarmEvent::Stopping("c1".into())).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.1.6:8080"]);
+    // Once the stop is over, it stays out; its replacement comes in.
+    let (task, container) = running(3, "10.0.1.7");
+    {
+        let mut tasks = harness.swarm.tasks.lock().unwrap();
+        tasks.retain(|task| task.id != "t1");
+        tasks.push(task);
+        let mut containers = harness.swarm.containers.lock().unwrap();
+        containers.remove("c1");
+        containers.insert(container.id.clone(), container);
+    }
+    harness.event(SwarmEvent::Changed).await;
+    assert_eq!(
+        harness.upstreams().unwrap(),
+        ["10.0.1.6:8080", "10.0.1.7:8080"]
     );
 }
 
-#[test]
-fn label_problems_name_the_service_not_its_tasks() {
-    let world = world(&[("dockhand.host", "app.test"), ("dockhand.prot", "80")]);
-    let (replicas, _) = world.replicas();
-    let (_, diagnostics) = build_hosts(&replicas, &ProxyFacts::default());
-    let unknown: Vec<_> = diagnostics
-        .iter()
-        .filter(|diagnostic| diagnostic.key == "dockhand.prot")
-        .collect();
-    assert!(!unknown.is_empty(), "{diagnostics:?}");
-    assert!(unknown.iter().all(|diagnostic| diagnostic.origin
-        == Origin::Service {
-            name: "web".into(),
-            id: "svc1".into()
-        }));
+#[tokio::test(start_paused = true)]
+async fn a_new_task_is_found_by_the_periodic_list_without_an_event() {
+    let harness = Harness::start(true, vec![running(1, "10.0.1.5")]).await;
+    let (task, container) = running(2, "10.0.1.6");
+    harness.swarm.tasks.lock().unwrap().push(task);
+    harness
+        .swarm
+        .containers
+        .lock()
+        .unwrap()
+        .insert(container.id.clone(), container);
+    tokio::time::sleep(RELIST_INTERVAL + Duration::from_millis(1)).await;
+    assert_eq!(
+        harness.upstreams().unwrap(),
+        ["10.0.1.5:8080", "10.0.1.6:8080"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_engine_that_is_not_a_manager_publishes_no_hosts() {
+    let harness = Harness::start(false, vec![running(1, "10.0.1.5")]).await;
+    // Published (readiness waits for it), with nothing in it.
+    assert!(harness.router.has_published(ProviderId::Swarm));
+    assert_eq!(harness.upstreams(), Err(RouteMiss::NoHost));
 }
