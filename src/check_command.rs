@@ -1,5 +1,6 @@
-//! `dockhand check`: the routes file, the containers' labels and the
-//! certificates directory read as serving would read them, every problem printed (text lines or one JSON
+//! `dockhand check`: the routes file, the containers' labels (and a swarm
+//! manager's services'), and the certificates directory read as serving
+//! would read them, every problem printed (text lines or one JSON
 //! document), nothing served. The exit status is `nginx -t`'s: 0 when no
 //! problem is an error, 1 when one is, and 2 when the check itself could not
 //! run (Docker unreachable, nothing to check).
@@ -8,8 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use dockhand::config::{Diagnostic, SeverityCounts};
-use dockhand::provider::{docker, file};
-use dockhand::settings::Settings;
+use dockhand::provider::{docker, file, swarm};
+use dockhand::settings::{DockerMode, Settings};
 use dockhand::tls;
 use serde_json::json;
 
@@ -52,12 +53,26 @@ async fn check_all(check: &CheckFlags, settings: &Settings) -> ExitCode {
         diagnostics.extend(file::check(path).await);
         checked.push(format!("routes file {}", path.display()));
     }
-    if let Some(docker) = docker {
+    if let Some(docker) = docker.filter(|docker| DockerMode::follows_containers(docker.mode)) {
         match docker::check(docker).await {
             Ok(found) => diagnostics.extend(found),
             Err(error) => return cannot_check(&error.to_string()),
         }
         checked.push(format!("the labels of the containers at {}", docker.host));
+    }
+    if let Some(docker) = docker.filter(|docker| DockerMode::follows_services(docker.mode)) {
+        match swarm::check(docker).await {
+            Ok(Some(found)) => {
+                diagnostics.extend(found);
+                checked.push(format!(
+                    "the labels of the Swarm services at {}",
+                    docker.host
+                ));
+            }
+            // Not a swarm manager: no services to check.
+            Ok(None) => {}
+            Err(error) => return cannot_check(&error.to_string()),
+        }
     }
     if let Some(dir) = certs_dir {
         diagnostics.extend(tls::files::check(dir).await);

@@ -6,7 +6,7 @@
 use tokio::time::Instant;
 
 use super::dns_servers::{self, RETRY_INTERVAL};
-use crate::config::{Desired, Diagnostic, ProviderId};
+use crate::config::{Desired, DesiredHosts, Diagnostic, ProviderId};
 use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
 use crate::resolve::Dns;
 use crate::routes::Router;
@@ -31,11 +31,7 @@ pub async fn publish(
     router: &Router,
     dns: &dyn Dns,
 ) -> Published {
-    let (hosts, mut diagnostics) = build_hosts(replicas, context);
-    diagnostics.extend(more_diagnostics);
-    diagnostics.sort_by(|a, b| (&a.origin, &a.key).cmp(&(&b.origin, &b.key)));
-    // Replicas of one service share their labels, and so their problems.
-    diagnostics.dedup();
+    let (hosts, diagnostics) = hosts_of(replicas, more_diagnostics, context);
     let container_addresses = replicas
         .iter()
         .flat_map(|replica| replica.networks.values().flatten().copied())
@@ -51,6 +47,21 @@ pub async fn publish(
         changed: router.publish(provider, desired),
         retry_at: (!resolved).then(|| Instant::now() + RETRY_INTERVAL),
     }
+}
+
+/// The hosts `replicas` describe, and every problem: the label pipeline's
+/// and `more_diagnostics` (the provider's own), sorted, each once.
+pub fn hosts_of(
+    replicas: &[ContainerFacts],
+    more_diagnostics: Vec<Diagnostic>,
+    context: &ProxyFacts,
+) -> (DesiredHosts, Vec<Diagnostic>) {
+    let (hosts, mut diagnostics) = build_hosts(replicas, context);
+    diagnostics.extend(more_diagnostics);
+    diagnostics.sort_by(|a, b| (&a.origin, &a.key).cmp(&(&b.origin, &b.key)));
+    // Replicas of one service share their labels, and so their problems.
+    diagnostics.dedup();
+    (hosts, diagnostics)
 }
 
 /// Sleeps until `retry_at` (a [`Published::retry_at`]); without one, forever.

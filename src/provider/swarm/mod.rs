@@ -24,9 +24,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::Instant;
 
-use super::docker::{initial_context, learn_own_context, DockerError, Reconnecting};
+use super::docker::{initial_context, learn_own_context, BollardApi, DockerError, Reconnecting};
 use super::labelled;
-use crate::config::ProviderId;
+use crate::config::{Diagnostic, ProviderId};
 use crate::labels::{ContainerFacts, ProxyFacts};
 use crate::resolve::Dns;
 use crate::routes::Router;
@@ -75,6 +75,31 @@ impl SwarmState {
             dns_server_retry: None,
         }
     }
+
+    fn facts(&self) -> SwarmFacts<'_> {
+        SwarmFacts {
+            services: &self.services,
+            tasks: &self.tasks,
+            containers: &self.containers,
+            stopping: &self.stopping,
+        }
+    }
+}
+
+/// The label problems of the swarm's services now, without following it
+/// (`dockhand check`); `None` when the engine is not a swarm manager.
+pub async fn check(settings: &DockerSettings) -> Result<Option<Vec<Diagnostic>>, DockerError> {
+    let api = BollardApi::connect(&settings.host).await?;
+    let mut state = SwarmState::new(settings);
+    learn_own_context(&api, settings, &mut state.context).await?;
+    relist(&api, settings, &mut state).await?;
+    if state.manager != Some(true) {
+        return Ok(None);
+    }
+    let (replicas, diagnostics) = replicas(&state.facts(), &state.context.label_prefix);
+    Ok(Some(
+        labelled::hosts_of(&replicas, diagnostics, &state.context).1,
+    ))
 }
 
 /// Follows the swarm until the connection fails; returns why.
@@ -177,13 +202,7 @@ fn log_mode(mode: Option<DockerMode>, manager: bool) {
 }
 
 async fn publish(state: &mut SwarmState, router: &Router, dns: &dyn Dns) {
-    let facts = SwarmFacts {
-        services: &state.services,
-        tasks: &state.tasks,
-        containers: &state.containers,
-        stopping: &state.stopping,
-    };
-    let (replicas, diagnostics) = replicas(&facts, &state.context.label_prefix);
+    let (replicas, diagnostics) = replicas(&state.facts(), &state.context.label_prefix);
     let published = labelled::publish(
         ProviderId::Swarm,
         &replicas,
