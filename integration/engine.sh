@@ -4,6 +4,8 @@
 #   eval "$(integration/engine.sh start)"   # exports DOCKER_HOST (and DOCKHAND_ENGINE_DIR)
 #   integration/engine.sh stop              # stops the engine `start` started, if any
 #   integration/engine.sh restart           # restarts that engine (a daemon restart test)
+#   eval "$(integration/engine.sh start-swarm)"  # exports DOCKHAND_SWARM_HOST (and _DIR)
+#   integration/engine.sh stop-swarm        # leaves the swarm and stops that engine
 #
 # `start` uses the engine at DOCKER_HOST, or at the default socket, when `docker
 # info` answers. Otherwise, as root with `dockerd` installed, it starts a
@@ -13,6 +15,16 @@
 # while it restarts, as a production engine configured that way would.
 # `stop` tears down only an engine this script started: it is identified by the
 # folder in DOCKHAND_ENGINE_DIR, which holds a marker file and the engine's pid.
+#
+# `start-swarm` starts a second throwaway engine, a one-node swarm manager, for
+# the swarm scenarios: swarm mode refuses --live-restore, so the first engine
+# cannot be it. It lives in its own folder (/tmp/dhs.*) with its own socket and
+# touches nothing of the first: no default bridge, no iptables rules, address
+# pools of its own (10.231.0.0/16 local, 10.232.0.0/16 overlay), and the
+# images dockhand:test and dockhand-testbackend:test copied from the engine at
+# DOCKER_HOST. Its folder also names the process that asked for it
+# (DOCKHAND_ENGINE_OWNER, else the caller): an engine whose owner is gone (a
+# killed run) is stopped and swept by the next `start-swarm`.
 # Messages go to stderr; stdout carries only the `export` lines for `eval`.
 set -euo pipefail
 
@@ -30,7 +42,7 @@ unmount_under() {
 # Folders of throwaway engines whose process is gone (a run that was killed).
 sweep_stale() {
     local dir
-    for dir in /tmp/dhe.*; do
+    for dir in /tmp/dhe.*; do # the first engine's folders (the swarm's: /tmp/dhs.*)
         [ -f "$dir/started-by-dockhand" ] || continue
         if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
             continue
@@ -41,13 +53,14 @@ sweep_stale() {
     done
 }
 
-# launch DIR: dockerd with everything under DIR, until it answers.
+# launch DIR FLAGS...: dockerd with everything under DIR and FLAGS, until it answers.
 launch() {
     local dir=$1
+    shift
     local host="unix://$dir/docker.sock"
     setsid dockerd \
+        "$@" \
         --storage-driver=vfs \
-        --live-restore \
         --data-root "$dir/data" \
         --exec-root "$dir/exec" \
         -H "$host" \
@@ -132,7 +145,7 @@ start() {
     dir=$(mktemp -d /tmp/dhe.XXXXXX)
     touch "$dir/started-by-dockhand"
     say "no engine answers; starting a throwaway dockerd in $dir"
-    if ! launch "$dir"; then
+    if ! launch "$dir" --live-restore; then
         DOCKHAND_ENGINE_DIR=$dir stop
         exit 1
     fi
@@ -142,7 +155,13 @@ start() {
 
 stop() {
     ours || return 0 # not ours: leave it alone
-    local dir=$DOCKHAND_ENGINE_DIR
+    say "stopping the throwaway engine in $DOCKHAND_ENGINE_DIR"
+    tear_down "$DOCKHAND_ENGINE_DIR"
+}
+
+# tear_down DIR: the engine in DIR stopped, its containers gone, DIR removed.
+tear_down() {
+    local dir=$1
     local host="unix://$dir/docker.sock"
     if DOCKER_HOST=$host answers; then
         # With --live-restore, containers would outlive the engine.
@@ -153,7 +172,6 @@ stop() {
             DOCKER_HOST=$host docker rm -f -v $ids >/dev/null 2>&1 || true
         fi
     fi
-    say "stopping the throwaway engine in $dir"
     halt "$dir"
     # The containerd that dockerd started for itself, should it outlive it.
     local containerd_pid="$dir/exec/containerd/containerd.pid"
@@ -171,15 +189,135 @@ restart() {
     fi
     say "restarting the throwaway engine in $DOCKHAND_ENGINE_DIR"
     halt "$DOCKHAND_ENGINE_DIR"
-    launch "$DOCKHAND_ENGINE_DIR"
+    launch "$DOCKHAND_ENGINE_DIR" --live-restore
+}
+
+# ---------------------------------------------------------------------------
+# The swarm engine
+
+# Address pools of the swarm engine's own: its local networks (the bridge
+# docker_gwbridge, which reaches its containers' published ports) and its
+# overlays. The first engine's bridges come from Docker's defaults (172.17-31,
+# 192.168), so the two never hand out the same subnet.
+swarm_local_pool=10.231.0.0/16
+swarm_overlay_pool=10.232.0.0/16
+# docker_gwbridge's subnet, made before `swarm init` so that it is known: its
+# gateway, an address of this machine on a bridge of the swarm engine's own,
+# is what the swarm advertises and listens on (loopback is refused).
+swarm_gateway_subnet=10.231.255.0/24
+swarm_gateway=10.231.255.1
+
+# swarm_ours: DOCKHAND_SWARM_DIR names a folder this script made.
+swarm_ours() {
+    [ -n "${DOCKHAND_SWARM_DIR:-}" ] && [ -f "$DOCKHAND_SWARM_DIR/started-by-dockhand" ]
+}
+
+# The host interface of a swarm engine's docker_gwbridge: named after its
+# folder, so a sweep removes exactly the one a dead engine left.
+gateway_bridge() { echo "dhs-${1#/tmp/dhs.}"; }
+
+# tear_down_swarm DIR: out of the swarm, then as any engine; its bridge removed
+# (an engine leaves its networks' interfaces behind when it stops).
+tear_down_swarm() {
+    local dir=$1
+    if DOCKER_HOST="unix://$dir/docker.sock" answers; then
+        DOCKER_HOST="unix://$dir/docker.sock" timeout 30 docker swarm leave --force >/dev/null 2>&1 ||
+            say "could not leave the swarm of $dir"
+    fi
+    tear_down "$dir"
+    ip link delete "$(gateway_bridge "$dir")" 2>/dev/null || true
+}
+
+# Swarm engines whose owner is gone (a killed run): stopped and removed, so
+# their addresses are free for this one.
+sweep_stale_swarms() {
+    local dir owner
+    for dir in /tmp/dhs.*; do
+        [ -f "$dir/started-by-dockhand" ] || continue
+        owner=$(cat "$dir/owner-pid" 2>/dev/null || echo "")
+        if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then
+            continue
+        fi
+        say "stopping the swarm engine of a run that is gone: $dir"
+        tear_down_swarm "$dir"
+    done
+}
+
+# swarm_init HOST DIR: docker_gwbridge on the engine's own subnet, then a
+# one-node swarm advertised on its gateway.
+swarm_init() {
+    local host=$1 dir=$2
+    DOCKER_HOST=$host docker network create \
+        --subnet "$swarm_gateway_subnet" \
+        --opt com.docker.network.bridge.name="$(gateway_bridge "$dir")" \
+        --opt com.docker.network.bridge.enable_icc=false \
+        --opt com.docker.network.bridge.enable_ip_masquerade=false \
+        docker_gwbridge >/dev/null
+    DOCKER_HOST=$host docker swarm init \
+        --advertise-addr "$swarm_gateway" \
+        --listen-addr "$swarm_gateway:2377" \
+        --default-addr-pool "$swarm_overlay_pool" \
+        --default-addr-pool-mask-length 24 >/dev/null
+}
+
+# The suite's images, from the first engine (DOCKER_HOST) into HOST.
+load_images() {
+    local host=$1
+    docker save dockhand:test dockhand-testbackend:test | DOCKER_HOST=$host docker load >/dev/null
+}
+
+start_swarm() {
+    if [ "$(id -u)" != 0 ] || ! command -v dockerd >/dev/null; then
+        say "the swarm engine is a throwaway dockerd: it needs root and dockerd"
+        exit 1
+    fi
+    sweep_stale_swarms
+    local pool
+    for pool in "${swarm_local_pool%.0.0/16}." "${swarm_overlay_pool%.0.0/16}."; do
+        if ip -4 route show | grep -q "^$pool"; then
+            say "this machine already routes $pool*, the swarm engine's address pool:"
+            ip -4 route show | grep "^$pool" >&2
+            exit 1
+        fi
+    done
+    local dir
+    dir=$(mktemp -d /tmp/dhs.XXXXXX)
+    touch "$dir/started-by-dockhand"
+    echo "${DOCKHAND_ENGINE_OWNER:-$PPID}" >"$dir/owner-pid"
+    local host="unix://$dir/docker.sock"
+    say "starting the swarm engine in $dir"
+    # No --live-restore: swarm mode refuses it. No default bridge and no
+    # iptables rules: those belong to the first engine.
+    if ! launch "$dir" --bridge=none --iptables=false \
+        --default-address-pool "base=$swarm_local_pool,size=24"; then
+        tear_down_swarm "$dir"
+        exit 1
+    fi
+    if ! swarm_init "$host" "$dir" || ! load_images "$host"; then
+        say "the swarm engine did not become a manager with the images; the end of its log:"
+        tail -n 20 "$dir/dockerd.log" >&2
+        tear_down_swarm "$dir"
+        exit 1
+    fi
+    say "swarm manager ready at $host"
+    echo "export DOCKHAND_SWARM_HOST='$host'"
+    echo "export DOCKHAND_SWARM_DIR='$dir'"
+}
+
+stop_swarm() {
+    swarm_ours || return 0 # not ours: leave it alone
+    say "stopping the swarm engine in $DOCKHAND_SWARM_DIR"
+    tear_down_swarm "$DOCKHAND_SWARM_DIR"
 }
 
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
 restart) restart ;;
+start-swarm) start_swarm ;;
+stop-swarm) stop_swarm ;;
 *)
-    echo "usage: $0 start|stop|restart" >&2
+    echo "usage: $0 start|stop|restart|start-swarm|stop-swarm" >&2
     exit 2
     ;;
 esac
