@@ -1,8 +1,11 @@
 //! Harness for the integration suite: a real Docker engine, driven through the
 //! `docker` CLI (which honours `DOCKER_HOST`), and the locally built images
 //! `dockhand:test` and `dockhand-testbackend:test` (see `integration/images.sh`).
+//! A second engine, a swarm manager, serves the swarm scenarios: each
+//! [`Engine`] names where its commands go, and a [`TestRun`] creates
+//! everything on its own one (`swarm_support` adds the swarm's objects).
 //!
-//! Every test makes a [`TestRun`]. Whatever it creates (containers, networks)
+//! Every test makes a [`TestRun`]. Whatever it creates (containers, networks, services)
 //! carries the label `dockhand-test.run=<run id>` (outside the `dockhand.` prefix, so no dockhand under test reads it) and a name starting with that id,
 //! and is removed when its guard drops, or at the latest when the run drops, so a
 //! failing test leaves nothing behind. Tests run in parallel against one engine:
@@ -94,79 +97,200 @@ pub fn output_within(mut command: Command, limit: Duration) -> io::Result<Output
     })
 }
 
-/// `docker ARGS...`: its trimmed stdout, or its stderr as the error.
+// ---------------------------------------------------------------------------
+// The engines
+
+/// A Docker engine the suite drives through the `docker` CLI. There are two:
+/// [`MAIN`], the one at `DOCKER_HOST` that most scenarios use, and [`SWARM`],
+/// the one-node swarm manager that `integration/engine.sh start-swarm` starts
+/// beside it (at `DOCKHAND_SWARM_HOST`) for the swarm scenarios. Each has its
+/// own share lock, so a run that restarts the main engine does not wait for
+/// swarm scenarios, and its own sweep of what killed test processes left.
+pub struct Engine {
+    /// The variable naming its `DOCKER_HOST`; `None`: the environment's own.
+    host_variable: Option<&'static str>,
+    /// Held shared by every run on it, exclusively by a run that restarts it.
+    share: RwLock<()>,
+    swept: Once,
+}
+
+/// The engine at `DOCKER_HOST` (or the default socket).
+pub static MAIN: Engine = Engine::new(None);
+/// The swarm manager at `DOCKHAND_SWARM_HOST`.
+pub static SWARM: Engine = Engine::new(Some("DOCKHAND_SWARM_HOST"));
+
+impl Engine {
+    const fn new(host_variable: Option<&'static str>) -> Engine {
+        Engine {
+            host_variable,
+            share: RwLock::new(()),
+            swept: Once::new(),
+        }
+    }
+
+    /// Its `DOCKER_HOST` when it is not the environment's; `Err` says what is
+    /// missing when its variable is unset.
+    fn own_host(&self) -> Result<Option<String>, String> {
+        let Some(variable) = self.host_variable else {
+            return Ok(None);
+        };
+        match std::env::var(variable) {
+            Ok(host) if !host.is_empty() => Ok(Some(host)),
+            _ => Err(format!(
+                "{variable} is not set: run the suite with integration/run.sh, \
+                 which starts that engine"
+            )),
+        }
+    }
+
+    /// Whether its address is known (always, for the main engine).
+    pub fn is_configured(&self) -> bool {
+        self.own_host().is_ok()
+    }
+
+    /// `docker` aimed at this engine.
+    #[track_caller]
+    pub fn command(&self) -> Command {
+        let mut command = Command::new("docker");
+        if let Some(host) = self.own_host().unwrap_or_else(|error| panic!("{error}")) {
+            command.env("DOCKER_HOST", host);
+        }
+        command
+    }
+
+    /// `docker ARGS...`: its trimmed stdout, or its stderr as the error.
+    pub fn try_docker<I, S>(&self, args: I) -> Result<String, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut command = self.command();
+        command.args(args);
+        let shown = format!("{command:?}");
+        let output = output_within(command, DOCKER_TIMEOUT).map_err(|e| format!("{shown}: {e}"))?;
+        if output.status.success() {
+            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+        } else {
+            Err(format!(
+                "{shown} failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            ))
+        }
+    }
+
+    /// `docker ARGS...`, which must succeed: its trimmed stdout.
+    #[track_caller]
+    pub fn docker<I, S>(&self, args: I) -> String
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.try_docker(args)
+            .unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    /// The engine's socket on this machine: the path in a `unix://` host,
+    /// else `/var/run/docker.sock`. `None` for a `tcp://` engine.
+    pub fn socket_path(&self) -> Option<PathBuf> {
+        let host = match self.own_host() {
+            Ok(Some(host)) => host,
+            Ok(None) => std::env::var("DOCKER_HOST").unwrap_or_default(),
+            Err(error) => panic!("{error}"),
+        };
+        if host.is_empty() {
+            return Some(PathBuf::from("/var/run/docker.sock"));
+        }
+        host.strip_prefix("unix://").map(PathBuf::from)
+    }
+
+    /// The address of container `name` on `network`.
+    #[track_caller]
+    pub fn container_ip(&self, name: &str, network: &str) -> IpAddr {
+        let networks = self.docker([
+            "inspect",
+            "--format",
+            "{{json .NetworkSettings.Networks}}",
+            name,
+        ]);
+        let networks: serde_json::Value = serde_json::from_str(&networks)
+            .unwrap_or_else(|e| panic!("inspect {name}: {e}: {networks}"));
+        let ip = networks[network]["IPAddress"].as_str().unwrap_or("");
+        ip.parse().unwrap_or_else(|_| {
+            panic!("{name} has no address on {network}; its networks: {networks}")
+        })
+    }
+
+    /// Once per process: the engine answers, and what killed test processes
+    /// left behind (their pid no longer runs) is removed.
+    fn ready(&self) {
+        self.swept.call_once(|| {
+            if let Err(error) = self.try_docker(["version", "--format", "{{.Server.Version}}"]) {
+                panic!(
+                    "no Docker engine answers ({error}).\n\
+                     Run the suite with integration/run.sh, which starts one and builds the images."
+                );
+            }
+            // Services first: their tasks hold networks.
+            let service_ls = ["service", "ls"];
+            for id in self.left_by_dead_tests(&service_ls, "service", ".Spec.Labels") {
+                let _ = self.try_docker(["service", "rm", &id]);
+            }
+            for id in self.left_by_dead_tests(&["ps", "-a"], "container", ".Config.Labels") {
+                let _ = self.try_docker(["rm", "-f", "-v", &id]);
+            }
+            for id in self.left_by_dead_tests(&["network", "ls"], "network", ".Labels") {
+                let _ = self.try_docker(["network", "rm", &id]);
+            }
+        });
+    }
+
+    /// The ids `list` (`ps -a`, `network ls`, `service ls`) shows with a pid
+    /// label whose process is gone; the labels are read with `inspect` (at
+    /// `labels` in an object of `kind`), since not every listing formats them.
+    fn left_by_dead_tests(&self, list: &[&str], kind: &str, labels: &str) -> Vec<String> {
+        let filter = format!("label={PID_LABEL}");
+        let listed = self.try_docker(list.iter().copied().chain(["-q", "--filter", &filter]));
+        // `service ls` fails on an engine that is no swarm manager: nothing to sweep.
+        let ids = listed.unwrap_or_default();
+        if ids.is_empty() {
+            return Vec::new();
+        }
+        let format = format!("{{{{.ID}}}} {{{{index {labels} \"{PID_LABEL}\"}}}}");
+        let inspect = ["inspect", "--type", kind, "--format", &format];
+        let inspected = self.try_docker(inspect.into_iter().chain(ids.lines()));
+        inspected
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.split_once(' '))
+            .filter(|(_, pid)| !Path::new(&format!("/proc/{pid}")).exists())
+            .map(|(id, _)| id.to_string())
+            .collect()
+    }
+}
+
+/// `docker ARGS...` on the main engine: its trimmed stdout, or its stderr as the error.
 pub fn try_docker<I, S>(args: I) -> Result<String, String>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    let mut command = Command::new("docker");
-    command.args(args);
-    let shown = format!("{command:?}");
-    let output = output_within(command, DOCKER_TIMEOUT).map_err(|e| format!("{shown}: {e}"))?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-    } else {
-        Err(format!(
-            "{shown} failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        ))
-    }
+    MAIN.try_docker(args)
 }
 
-/// `docker ARGS...`, which must succeed: its trimmed stdout.
+/// `docker ARGS...` on the main engine, which must succeed: its trimmed stdout.
 #[track_caller]
 pub fn docker<I, S>(args: I) -> String
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
-    try_docker(args).unwrap_or_else(|error| panic!("{error}"))
+    MAIN.docker(args)
 }
 
-/// The engine's socket on this machine: the path in a `unix://` `DOCKER_HOST`,
-/// else `/var/run/docker.sock`. `None` for a `tcp://` engine.
+/// The main engine's socket on this machine (see [`Engine::socket_path`]).
 pub fn docker_socket_path() -> Option<PathBuf> {
-    match std::env::var("DOCKER_HOST") {
-        Ok(host) if !host.is_empty() => host.strip_prefix("unix://").map(PathBuf::from),
-        _ => Some(PathBuf::from("/var/run/docker.sock")),
-    }
-}
-
-/// Once per process: the engine answers, and what killed test processes left
-/// behind (their pid no longer runs) is removed.
-fn engine_ready() {
-    static READY: Once = Once::new();
-    READY.call_once(|| {
-        if let Err(error) = try_docker(["version", "--format", "{{.Server.Version}}"]) {
-            panic!(
-                "no Docker engine answers ({error}).\n\
-                 Run the suite with integration/run.sh, which starts one and builds the images."
-            );
-        }
-        let filter = format!("label={PID_LABEL}");
-        let format = format!("{{{{.ID}}}} {{{{.Label \"{PID_LABEL}\"}}}}");
-        let dead = |listing: String| -> Vec<String> {
-            listing
-                .lines()
-                .filter_map(|line| line.split_once(' '))
-                .filter(|(_, pid)| !Path::new(&format!("/proc/{pid}")).exists())
-                .map(|(id, _)| id.to_string())
-                .collect()
-        };
-        if let Ok(listing) = try_docker(["ps", "-a", "--filter", &filter, "--format", &format]) {
-            for id in dead(listing) {
-                let _ = try_docker(["rm", "-f", "-v", &id]);
-            }
-        }
-        if let Ok(listing) = try_docker(["network", "ls", "--filter", &filter, "--format", &format])
-        {
-            for id in dead(listing) {
-                let _ = try_docker(["network", "rm", &id]);
-            }
-        }
-    });
+    MAIN.socket_path()
 }
 
 // ---------------------------------------------------------------------------
@@ -208,42 +332,49 @@ pub fn wait_until_within<T, E: Display>(
 // ---------------------------------------------------------------------------
 // A test's run: ids, names, cleanup
 
-/// Held shared by every run, exclusively by a run that restarts the engine.
-static ENGINE: RwLock<()> = RwLock::new(());
-
 enum EngineShare {
     Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
     Exclusive(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
 }
 
-/// One test's share of the engine. Dropping it removes every container and
-/// network labelled with its id, whatever guards are still alive.
+/// One test's share of an engine. Dropping it removes every service,
+/// container and network labelled with its id, whatever guards are still alive.
 pub struct TestRun {
     id: String,
+    /// Where everything of the run is created.
+    pub engine: &'static Engine,
     // Released after the sweep in `drop`.
-    engine: EngineShare,
+    share: EngineShare,
 }
 
 impl TestRun {
-    /// `test` names the test (letters, digits and `-` are kept) in the run id.
+    /// A run on the main engine; `test` names the test (letters, digits and
+    /// `-` are kept) in the run id.
     pub fn new(test: &str) -> TestRun {
-        let share = ENGINE
+        TestRun::on(&MAIN, test)
+    }
+
+    /// A run on `engine` (see [`TestRun::new`]).
+    pub fn on(engine: &'static Engine, test: &str) -> TestRun {
+        let share = engine
+            .share
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        TestRun::with_share(test, EngineShare::Shared(share))
+        TestRun::with_share(engine, test, EngineShare::Shared(share))
     }
 
-    /// A run that has the engine to itself: no other test runs meanwhile, so
-    /// it may [`TestRun::restart_engine`].
+    /// A run that has the main engine to itself: no other test runs there
+    /// meanwhile, so it may [`TestRun::restart_engine`].
     pub fn exclusive(test: &str) -> TestRun {
-        let share = ENGINE
+        let share = MAIN
+            .share
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        TestRun::with_share(test, EngineShare::Exclusive(share))
+        TestRun::with_share(&MAIN, test, EngineShare::Exclusive(share))
     }
 
-    fn with_share(test: &str, share: EngineShare) -> TestRun {
-        engine_ready();
+    fn with_share(engine: &'static Engine, test: &str, share: EngineShare) -> TestRun {
+        engine.ready();
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let short: String = test
             .chars()
@@ -262,7 +393,7 @@ impl TestRun {
             std::process::id(),
             COUNTER.fetch_add(1, Ordering::SeqCst)
         );
-        TestRun { id, engine: share }
+        TestRun { id, engine, share }
     }
 
     /// Restarts the suite's throwaway engine (`integration/engine.sh restart`);
@@ -270,7 +401,7 @@ impl TestRun {
     /// engine is not one the suite started (a developer's own Docker).
     pub fn restart_engine(&self) -> Result<(), String> {
         assert!(
-            matches!(self.engine, EngineShare::Exclusive(_)),
+            matches!(self.share, EngineShare::Exclusive(_)),
             "restart_engine needs a TestRun::exclusive run"
         );
         let mut command = Command::new(concat!(
@@ -302,13 +433,20 @@ impl TestRun {
         format!("{what}.{}.test", self.id)
     }
 
-    fn labels(&self) -> [String; 4] {
+    /// The labels everything of the run carries: its id, and the test
+    /// process's pid (which the sweep of a later run looks at).
+    pub fn label_pairs(&self) -> [(&'static str, String); 2] {
         [
-            "--label".to_string(),
-            format!("{RUN_LABEL}={}", self.id),
-            "--label".to_string(),
-            format!("{PID_LABEL}={}", std::process::id()),
+            (RUN_LABEL, self.id.clone()),
+            (PID_LABEL, std::process::id().to_string()),
         ]
+    }
+
+    fn labels(&self) -> Vec<String> {
+        self.label_pairs()
+            .into_iter()
+            .flat_map(|(key, value)| ["--label".to_string(), format!("{key}={value}")])
+            .collect()
     }
 
     /// A bridge network named `<run id>-<name>`, removed when dropped.
@@ -381,7 +519,7 @@ impl TestRun {
         args: &[&str],
         configure: impl FnOnce(ContainerSpec<'_>) -> ContainerSpec<'_>,
     ) -> DockhandInContainer {
-        let socket = docker_socket_path().expect(
+        let socket = self.engine.socket_path().expect(
             "dockhand in a container needs the engine on a unix socket (DOCKER_HOST=unix://...)",
         );
         let spec = self
@@ -412,14 +550,21 @@ impl TestRun {
 impl Drop for TestRun {
     fn drop(&mut self) {
         let filter = format!("label={RUN_LABEL}={}", self.id);
-        if let Ok(ids) = try_docker(["ps", "-aq", "--filter", &filter]) {
+        let engine = self.engine;
+        // Services first: their tasks (which carry the label too) hold networks.
+        if let Ok(ids) = engine.try_docker(["service", "ls", "-q", "--filter", &filter]) {
             for id in ids.lines() {
-                let _ = try_docker(["rm", "-f", "-v", id]);
+                let _ = engine.try_docker(["service", "rm", id]);
             }
         }
-        if let Ok(ids) = try_docker(["network", "ls", "-q", "--filter", &filter]) {
+        if let Ok(ids) = engine.try_docker(["ps", "-aq", "--filter", &filter]) {
             for id in ids.lines() {
-                let _ = try_docker(["network", "rm", id]);
+                let _ = engine.try_docker(["rm", "-f", "-v", id]);
+            }
+        }
+        if let Ok(ids) = engine.try_docker(["network", "ls", "-q", "--filter", &filter]) {
+            for id in ids.lines() {
+                let _ = engine.try_docker(["network", "rm", id]);
             }
         }
     }
@@ -516,9 +661,11 @@ impl Drop for ComposeProject {
 // ---------------------------------------------------------------------------
 // Networks
 
-/// A user-defined bridge network; `docker network rm` on drop.
+/// A user-defined network (a bridge unless created with another driver);
+/// `docker network rm` on drop.
 pub struct Network {
     pub name: String,
+    engine: &'static Engine,
 }
 
 /// `docker network create OPTIONS <run id>-<name>` with the run's labels.
@@ -528,8 +675,11 @@ pub fn create_network(run: &TestRun, name: &str, options: &[&str]) -> Network {
     args.extend(run.labels());
     args.extend(options.iter().map(|option| option.to_string()));
     args.push(name.clone());
-    docker(&args);
-    Network { name }
+    run.engine.docker(&args);
+    Network {
+        name,
+        engine: run.engine,
+    }
 }
 
 impl AsRef<str> for Network {
@@ -542,7 +692,7 @@ impl Drop for Network {
     fn drop(&mut self) {
         // Containers still attached (a guard that outlives this one) would make
         // `rm` fail; the run's sweep catches the network after them.
-        let _ = try_docker(["network", "rm", &self.name]);
+        let _ = self.engine.try_docker(["network", "rm", &self.name]);
     }
 }
 
@@ -649,15 +799,17 @@ impl<'r> ContainerSpec<'r> {
         args.extend(self.options);
         args.push(self.image);
         args.extend(self.command);
-        let id = docker(&args);
+        let engine = self.run.engine;
+        let id = engine.docker(&args);
         // From here the guard owns it, also if connecting fails.
         let container = Container {
             name: self.name,
             id,
+            engine,
             removed: false,
         };
         for network in self.networks.iter().skip(1) {
-            docker([
+            engine.docker([
                 "network",
                 "connect",
                 network.as_str(),
@@ -679,48 +831,53 @@ impl<'r> ContainerSpec<'r> {
 pub struct Container {
     pub name: String,
     pub id: String,
+    engine: &'static Engine,
     removed: bool,
 }
 
 impl Container {
     pub fn start(&self) {
-        docker(["start", &self.name]);
+        self.engine.docker(["start", &self.name]);
     }
 
     /// `docker stop -t SECS`.
     pub fn stop(&self, grace_secs: u32) {
-        docker(["stop", "-t", &grace_secs.to_string(), &self.name]);
+        self.engine
+            .docker(["stop", "-t", &grace_secs.to_string(), &self.name]);
     }
 
     pub fn kill(&self) {
-        docker(["kill", &self.name]);
+        self.engine.docker(["kill", &self.name]);
     }
 
     pub fn pause(&self) {
-        docker(["pause", &self.name]);
+        self.engine.docker(["pause", &self.name]);
     }
 
     pub fn unpause(&self) {
-        docker(["unpause", &self.name]);
+        self.engine.docker(["unpause", &self.name]);
     }
 
     /// `docker rm -f` now (a recreate, a scale-down).
     pub fn remove(mut self) {
-        docker(["rm", "-f", "-v", &self.name]);
+        self.engine.docker(["rm", "-f", "-v", &self.name]);
         self.removed = true;
     }
 
     pub fn connect(&self, network: impl AsRef<str>) {
-        docker(["network", "connect", network.as_ref(), &self.name]);
+        self.engine
+            .docker(["network", "connect", network.as_ref(), &self.name]);
     }
 
     pub fn disconnect(&self, network: impl AsRef<str>) {
-        docker(["network", "disconnect", network.as_ref(), &self.name]);
+        self.engine
+            .docker(["network", "disconnect", network.as_ref(), &self.name]);
     }
 
     /// `docker inspect --format FORMAT`.
     pub fn inspect(&self, format: &str) -> String {
-        docker(["inspect", "--format", format, &self.name])
+        self.engine
+            .docker(["inspect", "--format", format, &self.name])
     }
 
     /// `created`, `running`, `paused`, `exited`...
@@ -735,7 +892,7 @@ impl Container {
 
     /// Its address on `network` (full name).
     pub fn ip(&self, network: impl AsRef<str>) -> IpAddr {
-        container_ip(&self.name, network.as_ref())
+        self.engine.container_ip(&self.name, network.as_ref())
     }
 
     /// Its address on `network` with `port`.
@@ -745,7 +902,9 @@ impl Container {
 
     /// Where a port published with [`ContainerSpec::publish`] is reached on loopback.
     pub fn published(&self, container_port: u16) -> Result<SocketAddr, String> {
-        let mappings = try_docker(["port", &self.name, &format!("{container_port}/tcp")])?;
+        let mappings =
+            self.engine
+                .try_docker(["port", &self.name, &format!("{container_port}/tcp")])?;
         mappings
             .lines()
             .filter_map(|line| line.trim().parse::<SocketAddr>().ok())
@@ -755,7 +914,7 @@ impl Container {
 
     /// Its stdout and stderr so far.
     pub fn logs(&self) -> String {
-        let mut command = Command::new("docker");
+        let mut command = self.engine.command();
         command.args(["logs", &self.name]);
         match output_within(command, DOCKER_TIMEOUT) {
             Ok(output) => format!(
@@ -771,25 +930,15 @@ impl Container {
 impl Drop for Container {
     fn drop(&mut self) {
         if !self.removed {
-            let _ = try_docker(["rm", "-f", "-v", &self.name]);
+            let _ = self.engine.try_docker(["rm", "-f", "-v", &self.name]);
         }
     }
 }
 
-/// The address of container `name` on `network`.
+/// The address of container `name` on `network`, on the main engine.
 #[track_caller]
 pub fn container_ip(name: &str, network: &str) -> IpAddr {
-    let networks = docker([
-        "inspect",
-        "--format",
-        "{{json .NetworkSettings.Networks}}",
-        name,
-    ]);
-    let networks: serde_json::Value = serde_json::from_str(&networks)
-        .unwrap_or_else(|e| panic!("inspect {name}: {e}: {networks}"));
-    let ip = networks[network]["IPAddress"].as_str().unwrap_or("");
-    ip.parse()
-        .unwrap_or_else(|_| panic!("{name} has no address on {network}; its networks: {networks}"))
+    MAIN.container_ip(name, network)
 }
 
 // ---------------------------------------------------------------------------

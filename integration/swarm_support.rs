@@ -1,0 +1,191 @@
+//! The swarm scenarios' harness, on top of `support`: runs on the swarm engine
+//! ([`SWARM`], started by `integration/engine.sh start-swarm`), attachable
+//! overlay networks, and services of the test backend that are removed with
+//! their guard. Everything else the swarm scenarios need (containers, dockhand
+//! in a container, waiting, HTTP) is `support`'s, used through a run on the
+//! swarm engine, so it is written once for both engines.
+//!
+//! A service's tasks carry the run's labels too (`--container-label`), so the
+//! run's sweep removes them with its containers; the `dockhand.*` labels go on
+//! the service (`--label`, a stack file's `deploy.labels`), where dockhand's
+//! swarm mode reads them.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use crate::support::*;
+
+/// A run on the swarm engine. `None`, with a note, when the suite runs
+/// without one and `DOCKHAND_SKIP_SWARM=1` allows that (never under CI).
+pub fn swarm_run(test: &str) -> Option<TestRun> {
+    if !SWARM.is_configured() && skipping_swarm() {
+        eprintln!("not run: no swarm engine (DOCKHAND_SKIP_SWARM=1)");
+        return None;
+    }
+    Some(TestRun::on(&SWARM, test))
+}
+
+fn skipping_swarm() -> bool {
+    let set = |variable: &str, value: &str| std::env::var(variable).is_ok_and(|v| v == value);
+    set("DOCKHAND_SKIP_SWARM", "1") && !set("CI", "true")
+}
+
+impl TestRun {
+    /// An attachable overlay network `<run id>-<name>`: a service's tasks and
+    /// plain containers (dockhand's) can both join it.
+    pub fn overlay_network(&self, name: &str) -> Network {
+        self.network_with(name, &["--driver", "overlay", "--attachable"])
+    }
+
+    /// A service `<run id>-<name>` of the test backend, one replica, to
+    /// configure, then [`ServiceSpec::create`].
+    pub fn service(&self, name: &str) -> ServiceSpec<'_> {
+        ServiceSpec {
+            run: self,
+            name: self.name(name),
+            replicas: 1,
+            options: Vec::new(),
+        }
+    }
+}
+
+/// A service being described; [`ServiceSpec::create`] creates it.
+#[must_use]
+pub struct ServiceSpec<'r> {
+    run: &'r TestRun,
+    name: String,
+    replicas: u32,
+    options: Vec<String>,
+}
+
+impl ServiceSpec<'_> {
+    /// A label of the service (what dockhand's swarm mode reads), not of its tasks.
+    pub fn label(mut self, key: &str, value: &str) -> Self {
+        self.options.push("--label".to_string());
+        self.options.push(format!("{key}={value}"));
+        self
+    }
+
+    pub fn replicas(mut self, replicas: u32) -> Self {
+        self.replicas = replicas;
+        self
+    }
+
+    /// Attaches its tasks to `network`.
+    pub fn network(mut self, network: &Network) -> Self {
+        self.options.push("--network".to_string());
+        self.options.push(network.name.clone());
+        self
+    }
+
+    /// `docker service create --detach`: it returns before the tasks run
+    /// (see [`Service::wait_for_tasks`]). The image's HEALTHCHECK is off, so a
+    /// task is running as soon as its process is, and a stopped task gets 1 s
+    /// to exit, as the suite's containers do.
+    pub fn create(self) -> Service {
+        let engine = self.run.engine;
+        let mut args: Vec<String> = ["service", "create", "--detach", "--name", &self.name]
+            .map(str::to_owned)
+            .to_vec();
+        for (key, value) in self.run.label_pairs() {
+            args.extend(["--label".to_string(), format!("{key}={value}")]);
+            args.extend(["--container-label".to_string(), format!("{key}={value}")]);
+        }
+        args.extend([
+            format!("--replicas={}", self.replicas),
+            "--no-healthcheck".to_string(),
+            "--stop-grace-period=1s".to_string(),
+        ]);
+        args.extend(self.options);
+        args.push(backend_image());
+        engine.docker(&args);
+        Service {
+            name: self.name,
+            engine,
+            removed: false,
+        }
+    }
+}
+
+/// A service of this test's; `docker service rm` on drop.
+pub struct Service {
+    pub name: String,
+    engine: &'static Engine,
+    removed: bool,
+}
+
+impl Service {
+    /// `docker service scale --detach`: returns before the tasks follow.
+    pub fn scale(&self, replicas: u32) {
+        self.engine.docker([
+            "service",
+            "scale",
+            "--detach",
+            &format!("{}={replicas}", self.name),
+        ]);
+    }
+
+    /// `docker service rm` now.
+    pub fn remove(mut self) {
+        self.engine.docker(["service", "rm", &self.name]);
+        self.removed = true;
+    }
+
+    /// The hostnames (short container ids, what the backend answers with)
+    /// of its tasks whose container runs on this node.
+    pub fn running_tasks(&self) -> Result<BTreeSet<String>, String> {
+        let filter = format!("label=com.docker.swarm.service.name={}", self.name);
+        let ids = self.engine.try_docker([
+            "ps",
+            "--quiet",
+            "--filter",
+            &filter,
+            "--filter",
+            "status=running",
+        ])?;
+        Ok(ids.lines().map(str::to_owned).collect())
+    }
+
+    /// Waits until exactly `count` tasks run; their hostnames.
+    #[track_caller]
+    pub fn wait_for_tasks(&self, count: usize) -> BTreeSet<String> {
+        wait_until_ok(&format!("{count} running tasks of {}", self.name), || {
+            let tasks = self.running_tasks()?;
+            if tasks.len() == count {
+                Ok(tasks)
+            } else {
+                Err(format!("running: {tasks:?}"))
+            }
+        })
+    }
+
+    /// The service's virtual IP on `network`.
+    #[track_caller]
+    pub fn virtual_ip(&self, network: &Network) -> IpAddr {
+        let network_id =
+            self.engine
+                .docker(["network", "inspect", "--format", "{{.Id}}", &network.name]);
+        let format = format!(
+            "{{{{range .Endpoint.VirtualIPs}}}}{{{{if eq .NetworkID \"{network_id}\"}}}}\
+             {{{{.Addr}}}}{{{{end}}}}{{{{end}}}}"
+        );
+        let cidr = self
+            .engine
+            .docker(["service", "inspect", "--format", &format, &self.name]);
+        let address = cidr.split('/').next().unwrap_or_default();
+        address.parse().unwrap_or_else(|_| {
+            panic!(
+                "{} has no virtual IP on {}: {cidr:?}",
+                self.name, network.name
+            )
+        })
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if !self.removed {
+            let _ = self.engine.try_docker(["service", "rm", &self.name]);
+        }
+    }
+}
