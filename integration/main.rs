@@ -9,6 +9,7 @@
 
 mod browser;
 mod support;
+mod swarm_support;
 
 /// The core suite's Pebble harness and what it stands on (its DNS server,
 /// test CA and TLS client), compiled here too rather than copied.
@@ -31,3 +32,4 @@ mod leaks;
 mod provider;
 mod routes_file;
 mod socket_proxy;
+mod swarm;

@@ -1,0 +1,294 @@
+//! dockhand's swarm mode against a real one-node swarm manager (the suite's
+//! second engine): services labelled `dockhand.host` are served through
+//! dockhand in a container on the service's overlay network, followed as
+//! they scale and go, by their tasks' addresses or by their virtual IP; and
+//! the mode is detected on a manager, where plain containers are served too.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::support::*;
+use crate::swarm_support::*;
+
+/// The swarm engine answers as a manager, and a service's tasks answer at
+/// their addresses on an attachable overlay, from a plain container there:
+/// what tasks mode stands on, checked without dockhand.
+#[test]
+fn the_swarm_engine_runs_tasks_reachable_on_an_attachable_overlay() {
+    let Some(run) = swarm_run("swarm-engine") else {
+        return;
+    };
+    let manager = SWARM.docker(["info", "--format", "{{.Swarm.ControlAvailable}}"]);
+    assert_eq!(manager, "true", "the swarm engine is no manager");
+    let network = run.overlay_network("net");
+    let service = run.service("app").replicas(2).network(&network).create();
+    for task in service.wait_for_tasks(2) {
+        let url = format!(
+            "http://{}:{BACKEND_PORT}/",
+            SWARM.container_ip(&task, &network.name)
+        );
+        let probe = run
+            .container(&format!("probe-{task}"), &backend_image())
+            .option("--no-healthcheck")
+            .network(&network)
+            .args(&["probe", &url])
+            .run();
+        let exit_code = wait_until_ok(&format!("the probe of {url} to finish"), || {
+            match probe.state().as_str() {
+                "exited" => Ok(probe.inspect("{{.State.ExitCode}}")),
+                state => Err(state.to_owned()),
+            }
+        });
+        assert_eq!(exit_code, "0", "{url} did not answer: {}", probe.logs());
+    }
+}
+
+/// dockhand in a container on the swarm engine, on `network`, in `mode`.
+fn dockhand_in_mode(run: &TestRun, network: &Network, mode: &str) -> DockhandInContainer {
+    run.dockhand_in_container("dockhand", network, &["--docker-mode", mode])
+}
+
+/// The hostnames that answered `host` in `requests` requests, or the first
+/// answer that was not a 200.
+fn answering(addr: SocketAddr, host: &str, requests: usize) -> Result<BTreeSet<String>, String> {
+    (0..requests)
+        .map(|_| {
+            let response = http_get(addr, host, "/").map_err(|e| e.to_string())?;
+            match response.status {
+                200 => Ok(answered_by(&response)),
+                status => Err(format!("{status} {}", response.text())),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_labelled_service_is_served_in_swarm_mode() {
+    let Some(run) = swarm_run("swarm-served") else {
+        return;
+    };
+    let network = run.overlay_network("net");
+    let host = run.host("app");
+    // No dockhand.port: the image exposes one port, 8080.
+    let service = run
+        .service("app")
+        .label("dockhand.host", &host)
+        .network(&network)
+        .create();
+    let tasks = service.wait_for_tasks(1);
+    let dockhand = dockhand_in_mode(&run, &network, "swarm");
+
+    let response = wait_for_200(dockhand.addr, &host, "/hello");
+    assert!(tasks.contains(&answered_by(&response)), "{tasks:?}");
+    assert_eq!(
+        response.header("x-hostname"),
+        Some(answered_by(&response).as_str())
+    );
+    assert_eq!(response.json()["path"], "/hello");
+}
+
+#[test]
+fn scaling_a_service_adds_and_removes_its_tasks() {
+    let Some(run) = swarm_run("swarm-scale") else {
+        return;
+    };
+    let network = run.overlay_network("net");
+    let host = run.host("app");
+    let service = run
+        .service("app")
+        .label("dockhand.host", &host)
+        .label("dockhand.port", "8080")
+        .network(&network)
+        .create();
+    service.wait_for_tasks(1);
+    let dockhand = dockhand_in_mode(&run, &network, "swarm");
+    wait_for_200(dockhand.addr, &host, "/");
+
+    service.scale(2);
+    let started = Instant::now();
+    let both = service.wait_for_tasks(2);
+    // Two tasks in turn: six requests see both unless balancing ignores one.
+    wait_until_ok("both tasks to answer", || {
+        let seen = answering(dockhand.addr, &host, 6)?;
+        if seen == both {
+            Ok(())
+        } else {
+            Err(format!("answered by {seen:?}, running {both:?}"))
+        }
+    });
+    record_figure(&format!(
+        "swarm: scaled 1 -> 2, both tasks answer after {:?}",
+        started.elapsed()
+    ));
+
+    service.scale(1);
+    let left = service.wait_for_tasks(1);
+    assert!(left.is_subset(&both), "{left:?} is not one of {both:?}");
+    wait_until_ok("only the task left to answer", || {
+        let seen = answering(dockhand.addr, &host, 6)?;
+        if seen == left {
+            Ok(())
+        } else {
+            Err(format!("answered by {seen:?}, running {left:?}"))
+        }
+    });
+}
+
+/// With `dockhand.swarm.upstream=vip`, the service's one upstream address is
+/// its virtual IP on the shared network (Docker balances behind it). The
+/// traffic itself is checked only where the kernel has IPVS, which Docker's
+/// virtual IPs need; without it they answer nothing.
+#[test]
+fn a_service_with_upstream_vip_is_served_through_its_virtual_ip() {
+    let Some(run) = swarm_run("swarm-vip") else {
+        return;
+    };
+    let network = run.overlay_network("net");
+    let host = run.host("app");
+    let service = run
+        .service("app")
+        .replicas(2)
+        .label("dockhand.host", &host)
+        .label("dockhand.port", "8080")
+        .label("dockhand.swarm.upstream", "vip")
+        .network(&network)
+        .create();
+    let tasks = service.wait_for_tasks(2);
+    const TOKEN: &str = "swarm-vip-test-token";
+    let dockhand = run.dockhand_in_container_with(
+        "dockhand",
+        &network,
+        &[
+            "--docker-mode",
+            "swarm",
+            "--admin-listen",
+            "0.0.0.0:8081",
+            "--admin-token",
+            TOKEN,
+        ],
+        |spec| spec.publish(8081),
+    );
+    let admin = wait_until_ok("the admin API's published port", || {
+        dockhand.container.published(8081)
+    });
+
+    let vip = SocketAddr::new(service.virtual_ip(&network), 8080);
+    let addresses = wait_until_ok("the host's upstream to be the virtual IP", || {
+        let addresses = upstream_addresses(admin, TOKEN, &host)?;
+        if addresses == [vip.to_string()] {
+            Ok(addresses)
+        } else {
+            Err(format!("{addresses:?}, not [{vip}]"))
+        }
+    });
+    assert_eq!(addresses.len(), 1);
+
+    if !Path::new("/proc/net/ip_vs").exists() {
+        eprintln!("VIP traffic not checked: this kernel has no IPVS, so {vip} answers nothing");
+        return;
+    }
+    let response = wait_for_200(dockhand.addr, &host, "/");
+    assert!(tasks.contains(&answered_by(&response)), "{tasks:?}");
+}
+
+/// Every upstream address the admin API shows for `host`.
+fn upstream_addresses(admin: SocketAddr, token: &str, host: &str) -> Result<Vec<String>, String> {
+    let authorization = format!("Bearer {token}");
+    let path = format!("/api/v1/hosts/{host}");
+    let response = http_request(
+        admin,
+        "GET",
+        "localhost",
+        &path,
+        &[("authorization", &authorization)],
+        b"",
+    )
+    .map_err(|e| e.to_string())?;
+    if response.status != 200 {
+        return Err(format!("{path}: {} {}", response.status, response.text()));
+    }
+    let view = response.json();
+    let upstreams = view["location"]["/"]["upstream"]
+        .as_object()
+        .ok_or_else(|| format!("no upstreams in {view}"))?;
+    Ok(upstreams
+        .values()
+        .flat_map(|upstream| {
+            upstream["addresses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|address| address["address"].as_str().map(str::to_owned))
+        .collect())
+}
+
+#[test]
+fn a_removed_service_is_no_longer_served() {
+    let Some(run) = swarm_run("swarm-removed") else {
+        return;
+    };
+    let network = run.overlay_network("net");
+    let host = run.host("app");
+    let service = run
+        .service("app")
+        .label("dockhand.host", &host)
+        .label("dockhand.port", "8080")
+        .network(&network)
+        .create();
+    service.wait_for_tasks(1);
+    // --upstream-wait is the grace a vanished host keeps its route for.
+    let dockhand = run.dockhand_in_container(
+        "dockhand",
+        &network,
+        &["--docker-mode", "swarm", "--upstream-wait", "1s"],
+    );
+    wait_for_200(dockhand.addr, &host, "/");
+
+    service.remove();
+    wait_until_ok("404 for the removed service's host", || {
+        let response = http_get(dockhand.addr, &host, "/").map_err(|e| e.to_string())?;
+        match response.status {
+            404 => Ok(()),
+            status => Err(format!("{status} {}", response.text())),
+        }
+    });
+}
+
+/// The mode dockhand logged at start (`docker mode`, field `mode`).
+fn logged_mode(log: &str) -> Option<String> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|event| {
+            event["message"]
+                .as_str()
+                .is_some_and(|message| message.starts_with("docker mode"))
+        })
+        .and_then(|event| event["mode"].as_str().map(str::to_owned))
+}
+
+#[test]
+fn on_a_manager_both_services_and_containers_are_served_by_default() {
+    let Some(run) = swarm_run("swarm-both") else {
+        return;
+    };
+    let network = run.overlay_network("net");
+    let (service_host, container_host) = (run.host("service"), run.host("container"));
+    let service = run
+        .service("service")
+        .label("dockhand.host", &service_host)
+        .label("dockhand.port", "8080")
+        .network(&network)
+        .create();
+    let tasks = service.wait_for_tasks(1);
+    let container = routed_backend(&run, "container", &container_host, &network).run();
+    let dockhand = run.dockhand_in_container("dockhand", &network, &[]);
+
+    let log = dockhand.wait_for_log("docker mode");
+    assert_eq!(logged_mode(&log).as_deref(), Some("both"), "{log}");
+    let response = wait_for_200(dockhand.addr, &service_host, "/");
+    assert!(tasks.contains(&answered_by(&response)), "{tasks:?}");
+    assert_answered_by(dockhand.addr, &container_host, &container);
+}
