@@ -10,8 +10,8 @@
 # tests whose name contains "websocket".
 #
 # Without an engine the suite fails; DOCKHAND_SKIP_DOCKER=1 makes that a skip on
-# a developer's machine, never under CI=true. So without the swarm engine (it
-# needs root and dockerd), with DOCKHAND_SKIP_SWARM=1 for the swarm scenarios.
+# a developer's machine, never under CI=true. Likewise without the swarm engine
+# (it needs root and dockerd): DOCKHAND_SKIP_SWARM=1 skips the swarm scenarios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

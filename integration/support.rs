@@ -97,6 +97,21 @@ pub fn output_within(mut command: Command, limit: Duration) -> io::Result<Output
     })
 }
 
+/// `command`, which must succeed within `limit`: its trimmed stdout, or an
+/// error naming it (`shown`) with its stderr.
+pub fn stdout_within(command: Command, shown: &str, limit: Duration) -> Result<String, String> {
+    let output = output_within(command, limit).map_err(|e| format!("{shown}: {e}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
+    } else {
+        Err(format!(
+            "{shown} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        ))
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The engines
 
@@ -104,8 +119,8 @@ pub fn output_within(mut command: Command, limit: Duration) -> io::Result<Output
 /// [`MAIN`], the one at `DOCKER_HOST` that most scenarios use, and [`SWARM`],
 /// the one-node swarm manager that `integration/engine.sh start-swarm` starts
 /// beside it (at `DOCKHAND_SWARM_HOST`) for the swarm scenarios. Each has its
-/// own share lock, so a run that restarts the main engine does not wait for
-/// swarm scenarios, and its own sweep of what killed test processes left.
+/// own share lock, so swarm scenarios go on while a run restarts the main
+/// engine, and its own sweep of what killed test processes left.
 pub struct Engine {
     /// The variable naming its `DOCKER_HOST`; `None`: the environment's own.
     host_variable: Option<&'static str>,
@@ -167,16 +182,7 @@ impl Engine {
         let mut command = self.command();
         command.args(args);
         let shown = format!("{command:?}");
-        let output = output_within(command, DOCKER_TIMEOUT).map_err(|e| format!("{shown}: {e}"))?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "{shown} failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            ))
-        }
+        stdout_within(command, &shown, DOCKER_TIMEOUT)
     }
 
     /// `docker ARGS...`, which must succeed: its trimmed stdout.
@@ -611,17 +617,7 @@ impl ComposeProject {
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         let shown = format!("docker-compose {args:?} ({})", self.file.display());
-        let output = output_within(command, Duration::from_secs(120))
-            .map_err(|e| format!("{shown}: {e}"))?;
-        if output.status.success() {
-            Ok(String::from_utf8_lossy(&output.stdout).trim().to_string())
-        } else {
-            Err(format!(
-                "{shown} failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            ))
-        }
+        stdout_within(command, &shown, Duration::from_secs(120))
     }
 
     /// `up -d` again with `env` changed (a new image: a deploy).

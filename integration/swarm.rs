@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::support::*;
 use crate::swarm_support::*;
@@ -45,23 +45,57 @@ fn the_swarm_engine_runs_tasks_reachable_on_an_attachable_overlay() {
     }
 }
 
+/// A service of the test backend routed for `host` on `network`, its port
+/// named (as `support::routed_backend` is for a container).
+fn routed_service<'r>(
+    run: &'r TestRun,
+    name: &str,
+    host: &str,
+    network: &Network,
+) -> ServiceSpec<'r> {
+    run.service(name)
+        .label("dockhand.host", host)
+        .label("dockhand.port", &BACKEND_PORT.to_string())
+        .network(network)
+}
+
 /// dockhand in a container on the swarm engine, on `network`, in `mode`.
 fn dockhand_in_mode(run: &TestRun, network: &Network, mode: &str) -> DockhandInContainer {
     run.dockhand_in_container("dockhand", network, &["--docker-mode", mode])
 }
 
-/// The hostnames that answered `host` in `requests` requests, or the first
-/// answer that was not a 200.
+/// How soon a change of a service must show in what dockhand serves: two of
+/// its 5 s re-lists, though events make it sooner.
+const FOLLOW_LIMIT: Duration = Duration::from_secs(10);
+
+/// The `x-hostname`s (the backend's hostname: its task's short container id)
+/// that answered `host` in `requests` requests, or the first answer that was
+/// not a 200 with one.
 fn answering(addr: SocketAddr, host: &str, requests: usize) -> Result<BTreeSet<String>, String> {
     (0..requests)
         .map(|_| {
             let response = http_get(addr, host, "/").map_err(|e| e.to_string())?;
-            match response.status {
-                200 => Ok(answered_by(&response)),
-                status => Err(format!("{status} {}", response.text())),
+            match (response.status, response.header("x-hostname")) {
+                (200, Some(hostname)) => Ok(hostname.to_owned()),
+                (status, _) => Err(format!("{status} {}", response.text())),
             }
         })
         .collect()
+}
+
+/// Waits up to [`FOLLOW_LIMIT`] until exactly `tasks` answer `host`.
+#[track_caller]
+fn wait_until_answered_by(addr: SocketAddr, host: &str, tasks: &BTreeSet<String>) {
+    // Tasks take turns: six requests see each of two unless one is left out.
+    let what = format!("{host} to be answered by {tasks:?}");
+    wait_until_within(FOLLOW_LIMIT, &what, || {
+        let seen = answering(addr, host, 6)?;
+        if &seen == tasks {
+            Ok(())
+        } else {
+            Err(format!("answered by {seen:?}"))
+        }
+    });
 }
 
 #[test]
@@ -96,12 +130,7 @@ fn scaling_a_service_adds_and_removes_its_tasks() {
     };
     let network = run.overlay_network("net");
     let host = run.host("app");
-    let service = run
-        .service("app")
-        .label("dockhand.host", &host)
-        .label("dockhand.port", "8080")
-        .network(&network)
-        .create();
+    let service = routed_service(&run, "app", &host, &network).create();
     service.wait_for_tasks(1);
     let dockhand = dockhand_in_mode(&run, &network, "swarm");
     wait_for_200(dockhand.addr, &host, "/");
@@ -109,15 +138,7 @@ fn scaling_a_service_adds_and_removes_its_tasks() {
     service.scale(2);
     let started = Instant::now();
     let both = service.wait_for_tasks(2);
-    // Two tasks in turn: six requests see both unless balancing ignores one.
-    wait_until_ok("both tasks to answer", || {
-        let seen = answering(dockhand.addr, &host, 6)?;
-        if seen == both {
-            Ok(())
-        } else {
-            Err(format!("answered by {seen:?}, running {both:?}"))
-        }
-    });
+    wait_until_answered_by(dockhand.addr, &host, &both);
     record_figure(&format!(
         "swarm: scaled 1 -> 2, both tasks answer after {:?}",
         started.elapsed()
@@ -126,14 +147,7 @@ fn scaling_a_service_adds_and_removes_its_tasks() {
     service.scale(1);
     let left = service.wait_for_tasks(1);
     assert!(left.is_subset(&both), "{left:?} is not one of {both:?}");
-    wait_until_ok("only the task left to answer", || {
-        let seen = answering(dockhand.addr, &host, 6)?;
-        if seen == left {
-            Ok(())
-        } else {
-            Err(format!("answered by {seen:?}, running {left:?}"))
-        }
-    });
+    wait_until_answered_by(dockhand.addr, &host, &left);
 }
 
 /// With `dockhand.swarm.upstream=vip`, the service's one upstream address is
@@ -147,13 +161,9 @@ fn a_service_with_upstream_vip_is_served_through_its_virtual_ip() {
     };
     let network = run.overlay_network("net");
     let host = run.host("app");
-    let service = run
-        .service("app")
+    let service = routed_service(&run, "app", &host, &network)
         .replicas(2)
-        .label("dockhand.host", &host)
-        .label("dockhand.port", "8080")
         .label("dockhand.swarm.upstream", "vip")
-        .network(&network)
         .create();
     let tasks = service.wait_for_tasks(2);
     const TOKEN: &str = "swarm-vip-test-token";
@@ -232,12 +242,7 @@ fn a_removed_service_is_no_longer_served() {
     };
     let network = run.overlay_network("net");
     let host = run.host("app");
-    let service = run
-        .service("app")
-        .label("dockhand.host", &host)
-        .label("dockhand.port", "8080")
-        .network(&network)
-        .create();
+    let service = routed_service(&run, "app", &host, &network).create();
     service.wait_for_tasks(1);
     // --upstream-wait is the grace a vanished host keeps its route for.
     let dockhand = run.dockhand_in_container(
@@ -248,7 +253,7 @@ fn a_removed_service_is_no_longer_served() {
     wait_for_200(dockhand.addr, &host, "/");
 
     service.remove();
-    wait_until_ok("404 for the removed service's host", || {
+    wait_until_within(FOLLOW_LIMIT, "404 for the removed service's host", || {
         let response = http_get(dockhand.addr, &host, "/").map_err(|e| e.to_string())?;
         match response.status {
             404 => Ok(()),
@@ -276,12 +281,7 @@ fn on_a_manager_both_services_and_containers_are_served_by_default() {
     };
     let network = run.overlay_network("net");
     let (service_host, container_host) = (run.host("service"), run.host("container"));
-    let service = run
-        .service("service")
-        .label("dockhand.host", &service_host)
-        .label("dockhand.port", "8080")
-        .network(&network)
-        .create();
+    let service = routed_service(&run, "service", &service_host, &network).create();
     let tasks = service.wait_for_tasks(1);
     let container = routed_backend(&run, "container", &container_host, &network).run();
     let dockhand = run.dockhand_in_container("dockhand", &network, &[]);
