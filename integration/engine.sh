@@ -15,6 +15,11 @@
 # while it restarts, as a production engine configured that way would.
 # `stop` tears down only an engine this script started: it is identified by the
 # folder in DOCKHAND_ENGINE_DIR, which holds a marker file and the engine's pid.
+# The folder also names the process the engine serves (DOCKHAND_ENGINE_OWNER,
+# which run.sh sets to itself, else the caller): when that process is gone (a
+# killed run; the engine outlives it), the next start stops the engine and
+# removes its folder. The engine holds none of its caller's descriptors, so
+# it never keeps the suite's lock (/tmp/dockhand-docker.lock) held.
 #
 # `start-swarm` starts a second throwaway engine, a one-node swarm manager, for
 # the swarm scenarios: swarm mode refuses --live-restore, so the first engine
@@ -22,9 +27,7 @@
 # touches nothing of the first: no default bridge, no iptables rules, address
 # pools of its own (10.231.0.0/16 local, 10.232.0.0/16 overlay), and the
 # images dockhand:test and dockhand-testbackend:test copied from the engine at
-# DOCKER_HOST. Its folder also names the process that asked for it
-# (DOCKHAND_ENGINE_OWNER, else the caller): an engine whose owner is gone (a
-# killed run) is stopped and swept by the next `start-swarm`.
+# DOCKER_HOST. `stop-swarm` leaves the swarm, then stops it as `stop` does.
 # Messages go to stderr; stdout carries only the `export` lines for `eval`.
 set -euo pipefail
 
@@ -39,18 +42,42 @@ unmount_under() {
         sort -r | while read -r mount; do umount -l "$mount" 2>/dev/null || true; done
 }
 
-# Folders of throwaway engines whose process is gone (a run that was killed).
+# still_runs FILE: the process whose pid FILE holds runs.
+still_runs() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+# sweep_stale GLOB TEAR_DOWN: throwaway engines in folders matching GLOB that
+# belong to a run that is gone (its owner or its dockerd no longer runs, as
+# when the run was killed) are torn down with TEAR_DOWN DIR. A folder without
+# an owner (made by an older version of this script) is judged by its dockerd.
 sweep_stale() {
-    local dir
-    for dir in /tmp/dhe.*; do # the first engine's folders (the swarm's: /tmp/dhs.*)
+    local glob=$1 tear_down=$2 dir
+    for dir in $glob; do
         [ -f "$dir/started-by-dockhand" ] || continue
-        if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+        if still_runs "$dir/pid" && { [ ! -f "$dir/owner-pid" ] || still_runs "$dir/owner-pid"; }; then
             continue
         fi
-        say "removing the folder of a stopped engine: $dir"
-        unmount_under "$dir"
-        rm -rf "$dir" 2>/dev/null || true
+        say "removing the engine of a run that is gone: $dir"
+        "$tear_down" "$dir"
     done
+}
+
+# mark_ours DIR: DIR is a throwaway engine's folder, owned by
+# DOCKHAND_ENGINE_OWNER (run.sh), else by the caller.
+mark_ours() {
+    touch "$1/started-by-dockhand"
+    echo "${DOCKHAND_ENGINE_OWNER:-$PPID}" >"$1/owner-pid"
+}
+
+# Closes every descriptor above 2 of this shell. An engine outlives a killed
+# run, and one it inherited (the lock of `flock /tmp/dockhand-docker.lock
+# integration/run.sh`) would stay held as long as it runs.
+close_inherited_descriptors() {
+    local fd
+    for fd in /proc/$BASHPID/fd/*; do
+        fd=${fd##*/}
+        [ "$fd" -gt 2 ] && eval "exec $fd>&-"
+    done
+    return 0
 }
 
 # launch DIR FLAGS...: dockerd with everything under DIR and FLAGS, until it answers.
@@ -58,14 +85,16 @@ launch() {
     local dir=$1
     shift
     local host="unix://$dir/docker.sock"
-    setsid dockerd \
-        "$@" \
-        --storage-driver=vfs \
-        --data-root "$dir/data" \
-        --exec-root "$dir/exec" \
-        -H "$host" \
-        --pidfile "$dir/pid" \
-        </dev/null >>"$dir/dockerd.log" 2>&1 &
+    (
+        close_inherited_descriptors
+        exec setsid dockerd \
+            "$@" \
+            --storage-driver=vfs \
+            --data-root "$dir/data" \
+            --exec-root "$dir/exec" \
+            -H "$host" \
+            --pidfile "$dir/pid"
+    ) </dev/null >>"$dir/dockerd.log" 2>&1 &
     local pid=$!
     echo "$pid" >"$dir/launcher-pid"
     local waited=0
@@ -138,12 +167,12 @@ start() {
         exit 1
     fi
 
-    sweep_stale
+    sweep_stale '/tmp/dhe.*' tear_down
     # Short: the engine's sockets live below it, and a unix socket path must
     # fit in 108 bytes.
     local dir
     dir=$(mktemp -d /tmp/dhe.XXXXXX)
-    touch "$dir/started-by-dockhand"
+    mark_ours "$dir"
     say "no engine answers; starting a throwaway dockerd in $dir"
     if ! launch "$dir" --live-restore; then
         DOCKHAND_ENGINE_DIR=$dir stop
@@ -228,21 +257,6 @@ tear_down_swarm() {
     ip link delete "$(gateway_bridge "$dir")" 2>/dev/null || true
 }
 
-# Swarm engines whose owner is gone (a killed run): stopped and removed, so
-# their addresses are free for this one.
-sweep_stale_swarms() {
-    local dir owner
-    for dir in /tmp/dhs.*; do
-        [ -f "$dir/started-by-dockhand" ] || continue
-        owner=$(cat "$dir/owner-pid" 2>/dev/null || echo "")
-        if [ -n "$owner" ] && kill -0 "$owner" 2>/dev/null; then
-            continue
-        fi
-        say "stopping the swarm engine of a run that is gone: $dir"
-        tear_down_swarm "$dir"
-    done
-}
-
 # swarm_init HOST DIR: docker_gwbridge on the engine's own subnet, then a
 # one-node swarm advertised on its gateway.
 swarm_init() {
@@ -271,7 +285,8 @@ start_swarm() {
         say "the swarm engine is a throwaway dockerd: it needs root and dockerd"
         exit 1
     fi
-    sweep_stale_swarms
+    # Also frees the addresses of a swarm engine a killed run left.
+    sweep_stale '/tmp/dhs.*' tear_down_swarm
     local pool
     for pool in "${swarm_local_pool%.0.0/16}." "${swarm_overlay_pool%.0.0/16}."; do
         if ip -4 route show | grep -q "^$pool"; then
@@ -282,8 +297,7 @@ start_swarm() {
     done
     local dir
     dir=$(mktemp -d /tmp/dhs.XXXXXX)
-    touch "$dir/started-by-dockhand"
-    echo "${DOCKHAND_ENGINE_OWNER:-$PPID}" >"$dir/owner-pid"
+    mark_ours "$dir"
     local host="unix://$dir/docker.sock"
     say "starting the swarm engine in $dir"
     # No --live-restore: swarm mode refuses it. No default bridge and no

@@ -17,7 +17,9 @@ cd "$(dirname "$0")/.."
 
 say() { echo "integration: $*" >&2; }
 
-if ! engine=$(integration/engine.sh start); then
+# Each engine's folder names this script as its owner: should this run be
+# killed, the next one stops the engines it left.
+if ! engine=$(DOCKHAND_ENGINE_OWNER=$$ integration/engine.sh start); then
     if [ "${CI:-}" = true ]; then
         say "no Docker engine, and under CI the Docker suite is never skipped"
         exit 1
@@ -39,8 +41,6 @@ started=$(date +%s)
 integration/images.sh
 say "images ready in $(($(date +%s) - started)) s"
 
-# Its folder names this script as its owner: should this run be killed, the
-# next one stops the engine it left.
 started=$(date +%s)
 if swarm=$(DOCKHAND_ENGINE_OWNER=$$ integration/engine.sh start-swarm); then
     eval "$swarm"
