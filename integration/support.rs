@@ -246,7 +246,19 @@ impl Engine {
                 let _ = self.try_docker(["rm", "-f", "-v", &id]);
             }
             for id in self.left_by_dead_tests(&["network", "ls"], "network", ".Labels") {
-                let _ = self.try_docker(["network", "rm", &id]);
+                self.remove_network(&id);
+            }
+        });
+    }
+
+    /// `docker network rm`, tried for up to 10 s: a swarm still holds a
+    /// network for a moment after the services on it were removed (and may
+    /// list one a moment after it was removed: then it is "not found").
+    fn remove_network(&self, network: &str) {
+        let _ = poll_within(Duration::from_secs(10), || {
+            match self.try_docker(["network", "rm", network]) {
+                Err(error) if !error.contains("not found") => Err(error),
+                _ => Ok(()),
             }
         });
     }
@@ -323,13 +335,20 @@ pub fn wait_until_within<T, E: Display>(
     mut check: impl FnMut() -> Result<T, E>,
 ) -> T {
     let limit = limit.min(WAIT_LIMIT);
+    match poll_within(limit, check) {
+        Ok(value) => value,
+        Err(error) => panic!("timed out after {limit:?} waiting for {what}; last: {error}"),
+    }
+}
+
+/// Polls `check` every 50 ms until it gives `Ok`, for at most `limit`; its
+/// last answer. For where a panic won't do (a `drop`).
+pub fn poll_within<T, E>(limit: Duration, mut check: impl FnMut() -> Result<T, E>) -> Result<T, E> {
     let started = Instant::now();
     loop {
         match check() {
-            Ok(value) => return value,
-            Err(error) if started.elapsed() >= limit => {
-                panic!("timed out after {limit:?} waiting for {what}; last: {error}")
-            }
+            Ok(value) => return Ok(value),
+            Err(error) if started.elapsed() >= limit => return Err(error),
             Err(_) => std::thread::sleep(Duration::from_millis(50)),
         }
     }
@@ -570,7 +589,7 @@ impl Drop for TestRun {
         }
         if let Ok(ids) = engine.try_docker(["network", "ls", "-q", "--filter", &filter]) {
             for id in ids.lines() {
-                let _ = engine.try_docker(["network", "rm", id]);
+                engine.remove_network(id);
             }
         }
     }
