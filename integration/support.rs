@@ -332,7 +332,7 @@ pub fn wait_until_ok<T, E: Display>(what: &str, check: impl FnMut() -> Result<T,
 pub fn wait_until_within<T, E: Display>(
     limit: Duration,
     what: &str,
-    mut check: impl FnMut() -> Result<T, E>,
+    check: impl FnMut() -> Result<T, E>,
 ) -> T {
     let limit = limit.min(WAIT_LIMIT);
     match poll_within(limit, check) {
