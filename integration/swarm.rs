@@ -3,6 +3,7 @@
 //! dockhand in a container on the service's overlay network, followed as
 //! they scale and go, by their tasks' addresses or by their virtual IP; and
 //! the mode is detected on a manager, where plain containers are served too.
+//! The README's stack example is deployed there as well.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -291,4 +292,38 @@ fn on_a_manager_both_services_and_containers_are_served_by_default() {
     let response = wait_for_200(dockhand.addr, &service_host, "/");
     assert!(tasks.contains(&answered_by(&response)), "{tasks:?}");
     assert_answered_by(dockhand.addr, &container_host, &container);
+}
+
+/// The README's swarm example, `docker stack deploy -c
+/// examples/swarm/stack.yaml`, with the suite's images: dockhand (a global
+/// service, its port published in host mode) serves the demo service's two
+/// tasks in turn.
+#[test]
+fn the_stack_example_answers_through_dockhand() {
+    let Some(run) = swarm_run("swarm-stack") else {
+        return;
+    };
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/swarm/stack.yaml");
+    let (http_port, https_port) = (free_port(), free_port());
+    let (dockhand_image, demo_image) = (dockhand_image(), backend_image());
+    let socket = SWARM
+        .socket_path()
+        .expect("the swarm engine on a unix socket");
+    let stack = run.stack_deploy(
+        &file,
+        &[
+            ("DOCKHAND_IMAGE", dockhand_image.as_str()),
+            ("DEMO_IMAGE", demo_image.as_str()),
+            ("DEMO_PORT", &BACKEND_PORT.to_string()),
+            ("DOCKHAND_HTTP_PORT", &http_port.to_string()),
+            ("DOCKHAND_HTTPS_PORT", &https_port.to_string()),
+            ("DOCKER_SOCKET", &socket.to_string_lossy()),
+        ],
+    );
+    let addr = SocketAddr::from(([127, 0, 0, 1], http_port));
+    let demo = stack.wait_for_tasks("whoami", 2);
+    wait_until_ok("dockhand's published port to answer", || {
+        http_get(addr, "ready.invalid", "/")
+    });
+    wait_until_answered_by(addr, "whoami.localhost", &demo);
 }

@@ -1,6 +1,6 @@
 //! The swarm scenarios' harness, on top of `support`: runs on the swarm engine
 //! ([`SWARM`], started by `integration/engine.sh start-swarm`), attachable
-//! overlay networks, and services of the test backend that are removed with
+//! overlay networks, services of the test backend and stacks, all removed with
 //! their guard. Everything else the swarm scenarios need (containers, dockhand
 //! in a container, waiting, HTTP) is `support`'s, used through a run on the
 //! swarm engine, so it is written once for both engines.
@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
+use std::path::Path;
 
 use crate::support::*;
 
@@ -35,6 +36,24 @@ impl TestRun {
     /// plain containers (dockhand's) can both join it.
     pub fn overlay_network(&self, name: &str) -> Network {
         self.network_with(name, &["--driver", "overlay", "--attachable"])
+    }
+
+    /// `docker stack deploy` of `file` as stack `<run id>` with `env` (image
+    /// names, ports); `docker stack rm` on drop. A stack's objects carry no
+    /// run label (the file says what they carry), so its guard removes them.
+    pub fn stack_deploy(&self, file: &Path, env: &[(&str, &str)]) -> Stack {
+        let stack = Stack {
+            name: self.id().to_owned(),
+            engine: self.engine,
+        };
+        let mut command = self.engine.command();
+        command.args(["stack", "deploy", "--compose-file"]);
+        command.arg(file).arg(&stack.name).envs(env.iter().copied());
+        let shown = format!("docker stack deploy ({})", file.display());
+        if let Err(error) = stdout_within(command, &shown, std::time::Duration::from_secs(60)) {
+            panic!("{error}");
+        }
+        stack
     }
 
     /// A service `<run id>-<name>` of the test backend, one replica, to
@@ -131,32 +150,10 @@ impl Service {
         self.removed = true;
     }
 
-    /// The hostnames (short container ids, what the backend answers with)
-    /// of its tasks whose container runs on this node.
-    pub fn running_tasks(&self) -> Result<BTreeSet<String>, String> {
-        let filter = format!("label=com.docker.swarm.service.name={}", self.name);
-        let ids = self.engine.try_docker([
-            "ps",
-            "--quiet",
-            "--filter",
-            &filter,
-            "--filter",
-            "status=running",
-        ])?;
-        Ok(ids.lines().map(str::to_owned).collect())
-    }
-
     /// Waits until exactly `count` tasks run; their hostnames.
     #[track_caller]
     pub fn wait_for_tasks(&self, count: usize) -> BTreeSet<String> {
-        wait_until_ok(&format!("{count} running tasks of {}", self.name), || {
-            let tasks = self.running_tasks()?;
-            if tasks.len() == count {
-                Ok(tasks)
-            } else {
-                Err(format!("running: {tasks:?}"))
-            }
-        })
+        wait_for_tasks(self.engine, &self.name, count)
     }
 
     /// The service's virtual IP on `network`.
@@ -182,10 +179,68 @@ impl Service {
     }
 }
 
+/// The hostnames (short container ids, what the backend answers with) of
+/// `service`'s tasks whose container runs on this node of `engine`.
+pub fn running_tasks(engine: &Engine, service: &str) -> Result<BTreeSet<String>, String> {
+    let filter = format!("label=com.docker.swarm.service.name={service}");
+    let ids = engine.try_docker([
+        "ps",
+        "--quiet",
+        "--filter",
+        &filter,
+        "--filter",
+        "status=running",
+    ])?;
+    Ok(ids.lines().map(str::to_owned).collect())
+}
+
+/// Waits until exactly `count` tasks of `service` run; their hostnames.
+#[track_caller]
+pub fn wait_for_tasks(engine: &Engine, service: &str, count: usize) -> BTreeSet<String> {
+    wait_until_ok(&format!("{count} running tasks of {service}"), || {
+        let tasks = running_tasks(engine, service)?;
+        if tasks.len() == count {
+            Ok(tasks)
+        } else {
+            Err(format!("running: {tasks:?}"))
+        }
+    })
+}
+
 impl Drop for Service {
     fn drop(&mut self) {
         if !self.removed {
             let _ = self.engine.try_docker(["service", "rm", &self.name]);
+        }
+    }
+}
+
+/// A stack of this test's; `docker stack rm` on drop, and its volumes after.
+pub struct Stack {
+    pub name: String,
+    engine: &'static Engine,
+}
+
+impl Stack {
+    /// Waits until exactly `count` tasks of its `service` run; their hostnames.
+    #[track_caller]
+    pub fn wait_for_tasks(&self, service: &str, count: usize) -> BTreeSet<String> {
+        wait_for_tasks(self.engine, &format!("{}_{service}", self.name), count)
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        let _ = self.engine.try_docker(["stack", "rm", &self.name]);
+        let namespace = format!("label=com.docker.stack.namespace={}", self.name);
+        let volumes = self
+            .engine
+            .try_docker(["volume", "ls", "-q", "--filter", &namespace]);
+        for volume in volumes.unwrap_or_default().lines() {
+            // In use until the stack's containers are gone, a moment later.
+            let _ = poll_within(std::time::Duration::from_secs(10), || {
+                self.engine.try_docker(["volume", "rm", volume])
+            });
         }
     }
 }
