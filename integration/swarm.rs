@@ -2,12 +2,15 @@
 //! second engine): services labelled `dockhand.host` are served through
 //! dockhand in a container on the service's overlay network, followed as
 //! they scale and go, by their tasks' addresses or by their virtual IP; and
-//! the mode is detected on a manager, where plain containers are served too.
+//! the mode is detected on a manager, where plain containers are served too;
+//! rolling updates of either order lose no request under a request loop.
 //! The README's stack example is deployed there as well.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::*;
@@ -326,4 +329,105 @@ fn the_stack_example_answers_through_dockhand() {
         http_get(addr, "ready.invalid", "/")
     });
     wait_until_answered_by(addr, "whoami.localhost", &demo);
+}
+
+/// The most requests a rolling update is watched with: the loop ends once
+/// the update is over and the new tasks answer, long before (about 1,000
+/// requests a second here).
+const UPDATE_REQUESTS: usize = 200_000;
+
+/// What a request loop saw: how many requests, those that failed, the slowest.
+struct LoopOutcome {
+    sent: usize,
+    failed: Vec<String>,
+    slowest: Duration,
+}
+
+/// Sends requests for `host` one after another, each on a new connection,
+/// until `stop` is set or [`UPDATE_REQUESTS`] are sent.
+fn request_loop(
+    addr: SocketAddr,
+    host: String,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<LoopOutcome> {
+    std::thread::spawn(move || {
+        let mut outcome = LoopOutcome {
+            sent: 0,
+            failed: Vec::new(),
+            slowest: Duration::ZERO,
+        };
+        while !stop.load(Ordering::SeqCst) && outcome.sent < UPDATE_REQUESTS {
+            let started = Instant::now();
+            match http_get(addr, &host, "/") {
+                Ok(response) if response.status == 200 => {}
+                Ok(response) => {
+                    outcome
+                        .failed
+                        .push(format!("{} {}", response.status, response.text()))
+                }
+                Err(error) => outcome.failed.push(error.to_string()),
+            }
+            outcome.slowest = outcome.slowest.max(started.elapsed());
+            outcome.sent += 1;
+        }
+        outcome
+    })
+}
+
+/// `docker service update --force` of a service of two tasks, in `order`,
+/// while requests keep coming: every task is replaced, and no request fails.
+fn a_rolling_update_loses_no_request(order: &str) {
+    let Some(run) = swarm_run(&format!("swarm-update-{order}")) else {
+        return;
+    };
+    let network = run.overlay_network("net");
+    let host = run.host("app");
+    let service = routed_service(&run, "app", &host, &network)
+        .replicas(2)
+        .create();
+    let before = service.wait_for_tasks(2);
+    let dockhand = dockhand_in_mode(&run, &network, "swarm");
+    wait_until_answered_by(dockhand.addr, &host, &before);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let requests = request_loop(dockhand.addr, host.clone(), stop.clone());
+    let started = Instant::now();
+    service.update_force(order);
+    let updated_in = started.elapsed();
+    let after = service.wait_for_tasks(2);
+    assert!(
+        after.is_disjoint(&before),
+        "{before:?} not all replaced: {after:?}"
+    );
+    wait_until_answered_by(dockhand.addr, &host, &after);
+    stop.store(true, Ordering::SeqCst);
+    let outcome = requests.join().expect("the request loop");
+
+    record_figure(&format!(
+        "swarm: rolling update ({order}, 2 tasks) over {updated_in:.1?}: {} requests, {} failed, slowest {:?}",
+        outcome.sent,
+        outcome.failed.len(),
+        outcome.slowest
+    ));
+    assert!(
+        outcome.sent < UPDATE_REQUESTS,
+        "the loop ended before the update did"
+    );
+    assert!(
+        outcome.failed.is_empty(),
+        "{} of {} requests failed during the {order} update, first: {:?}",
+        outcome.failed.len(),
+        outcome.sent,
+        outcome.failed.first()
+    );
+}
+
+#[test]
+fn a_stop_first_rolling_update_loses_no_request() {
+    a_rolling_update_loses_no_request("stop-first");
+}
+
+#[test]
+fn a_start_first_rolling_update_loses_no_request() {
+    a_rolling_update_loses_no_request("start-first");
 }

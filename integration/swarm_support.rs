@@ -144,6 +144,24 @@ impl Service {
         ]);
     }
 
+    /// `docker service update --force` with `order` (`stop-first` or
+    /// `start-first`), one task at a time: every task replaced. Returns
+    /// once Docker says the update is over.
+    pub fn update_force(&self, order: &str) {
+        self.engine.docker([
+            "service",
+            "update",
+            "--force",
+            "--update-order",
+            order,
+            "--update-parallelism",
+            "1",
+            "--detach=false",
+            "--quiet",
+            &self.name,
+        ]);
+    }
+
     /// `docker service rm` now.
     pub fn remove(mut self) {
         self.engine.docker(["service", "rm", &self.name]);
