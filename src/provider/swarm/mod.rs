@@ -163,8 +163,19 @@ async fn relist<A: SwarmApi>(
     }
     let services = api.services().await?;
     let tasks = api.tasks().await?;
+    // Only the tasks of services that carry dockhand's labels are looked at.
+    let prefix = format!("{}.", settings.label_prefix);
+    let labelled: HashSet<&str> = services
+        .iter()
+        .filter(|service| service.labels.keys().any(|key| key.starts_with(&prefix)))
+        .map(|service| service.service.id.as_str())
+        .collect();
     let mut containers = HashMap::new();
-    for id in tasks.iter().filter_map(|task| task.container_id.as_ref()) {
+    for id in tasks
+        .iter()
+        .filter(|task| labelled.contains(task.service_id.as_str()))
+        .filter_map(|task| task.container_id.as_ref())
+    {
         // A task on another node has no container here.
         if let Some(facts) = api.inspect(id).await? {
             containers.insert(id.clone(), facts);

@@ -24,7 +24,7 @@ use crate::config::{Diagnostic, Origin, Severity};
 use crate::labels::ContainerFacts;
 
 /// The label key, after the prefix, that chooses how a service is reached.
-pub const UPSTREAM_KEY: &str = "swarm.upstream";
+const UPSTREAM_KEY: &str = "swarm.upstream";
 
 /// How requests reach a service's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
