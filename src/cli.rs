@@ -507,6 +507,31 @@ mod tests {
     }
 
     #[test]
+    fn the_docker_mode_is_detected_unless_given_and_a_typo_is_refused() {
+        let mode = |args: &[&str]| {
+            parse(args)
+                .unwrap()
+                .settings(None)
+                .unwrap()
+                .docker
+                .unwrap()
+                .mode
+        };
+        assert_eq!(mode(&[]), None, "detected from the engine");
+        assert_eq!(
+            mode(&["--docker-mode", "container"]),
+            Some(DockerMode::Container)
+        );
+        assert_eq!(mode(&["--docker-mode", "swarm"]), Some(DockerMode::Swarm));
+        assert_eq!(mode(&["--docker-mode", "both"]), Some(DockerMode::Both));
+        let error = parse(&["--docker-mode", "services"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--docker-mode"), "{error}");
+        assert!(error.contains("container, swarm, both"), "{error}");
+    }
+
+    #[test]
     fn a_docker_host_typo_is_an_error_naming_the_flag() {
         let error = parse(&["--docker-host", "unix:/var/run/docker.sock"])
             .unwrap_err()
@@ -587,6 +612,7 @@ mod tests {
             "trusted-proxies" => "10.0.0.0/8",
             "workers" => "3",
             "http1-engine" => "hyper",
+            "docker-mode" => "swarm",
             "log-format" => "json",
             "log-level" => "debug",
             "access-log" => "/var/log/dockhand/access.log",
@@ -636,6 +662,7 @@ mod tests {
         assert_eq!(flags.upstream_wait, Duration::from_secs(7));
         assert_eq!(flags.workers, NonZeroUsize::new(3));
         assert_eq!(flags.http1_engine, Http1EngineFlag::Hyper);
+        assert_eq!(flags.docker_mode, Some(DockerModeFlag::Swarm));
         assert_eq!(
             flags.access_log,
             AccessLog::File("/var/log/dockhand/access.log".into())
