@@ -51,6 +51,9 @@ pub struct TaskFacts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SwarmEvent {
     Changed,
+    /// A node joined, left or changed role: this engine's own role may
+    /// have changed with it.
+    NodeChanged,
     /// A container told to stop (`kill` with a stopping signal, or `stop`):
     /// out of rotation at once, as it still runs while it shuts down.
     Stopping(String),
@@ -119,7 +122,8 @@ impl SwarmApi for BollardApi {
 fn swarm_event(message: bollard::models::EventMessage) -> Option<SwarmEvent> {
     use bollard::models::EventMessageTypeEnum as Type;
     match message.typ? {
-        Type::SERVICE | Type::NODE => Some(SwarmEvent::Changed),
+        Type::SERVICE => Some(SwarmEvent::Changed),
+        Type::NODE => Some(SwarmEvent::NodeChanged),
         Type::CONTAINER => match event_from_message(message)? {
             DockerEvent {
                 container,

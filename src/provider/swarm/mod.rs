@@ -92,7 +92,7 @@ pub async fn check(settings: &DockerSettings) -> Result<Option<Vec<Diagnostic>>,
     let api = BollardApi::connect(&settings.host).await?;
     let mut state = SwarmState::new(settings);
     learn_own_context(&api, settings, &mut state.context).await?;
-    relist(&api, settings, &mut state).await?;
+    relist(&api, settings, &mut state, RoleCheck::Ask).await?;
     if state.manager != Some(true) {
         return Ok(None);
     }
@@ -115,7 +115,7 @@ pub async fn follow<A: SwarmApi>(
     if let Err(error) = learn_own_context(api, settings, &mut state.context).await {
         return error;
     }
-    if let Err(error) = relist(api, settings, state).await {
+    if let Err(error) = relist(api, settings, state, RoleCheck::Ask).await {
         return error;
     }
     publish(state, router, dns).await;
@@ -127,13 +127,14 @@ pub async fn follow<A: SwarmApi>(
             event = events.next() => match event {
                 Some(Ok(SwarmEvent::Stopping(container))) => {
                     state.stopping.insert(container);
-                    relist(api, settings, state).await
+                    relist(api, settings, state, RoleCheck::Known).await
                 }
-                Some(Ok(SwarmEvent::Changed)) => relist(api, settings, state).await,
+                Some(Ok(SwarmEvent::Changed)) => relist(api, settings, state, RoleCheck::Known).await,
+                Some(Ok(SwarmEvent::NodeChanged)) => relist(api, settings, state, RoleCheck::Ask).await,
                 Some(Err(error)) => Err(error),
                 None => Err(DockerError::EventsEnded),
             },
-            _ = relist_timer.tick() => relist(api, settings, state).await,
+            _ = relist_timer.tick() => relist(api, settings, state, RoleCheck::Known).await,
             () = labelled::until(dns_server_retry) => Ok(()),
         };
         if let Err(error) = result {
@@ -143,14 +144,31 @@ pub async fn follow<A: SwarmApi>(
     }
 }
 
+/// Whether a list asks the engine again whether it is a manager (Docker's
+/// `info`, a heavy call to make every few seconds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RoleCheck {
+    /// On connecting and on node events, when the role may have changed.
+    Ask,
+    /// Otherwise: a manager stays one until a node event says otherwise
+    /// (and a demoted one fails its next list, so the reconnect asks);
+    /// an engine that is not a manager is still asked, so that a `docker
+    /// swarm init` there is noticed at the next list.
+    Known,
+}
+
 /// Lists services and tasks again, and inspects the task containers on
 /// this engine. On an engine that is not a manager, nothing is listed.
 async fn relist<A: SwarmApi>(
     api: &A,
     settings: &DockerSettings,
     state: &mut SwarmState,
+    role: RoleCheck,
 ) -> Result<(), DockerError> {
-    let manager = api.is_manager().await?;
+    let manager = match (role, state.manager) {
+        (RoleCheck::Known, Some(true)) => true,
+        _ => api.is_manager().await?,
+    };
     if state.manager != Some(manager) {
         log_mode(settings.mode, manager);
         state.manager = Some(manager);

@@ -2,6 +2,7 @@
 //! paused clock: what events and re-lists make of tasks.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,7 +17,9 @@ use crate::routes::RouteMiss;
 /// A swarm manager in memory: its services, tasks and task containers,
 /// and events sent by the test.
 struct FakeSwarm {
-    manager: bool,
+    manager: AtomicBool,
+    /// How many times it was asked whether it is a manager.
+    roles_asked: AtomicUsize,
     services: Vec<ServiceFacts>,
     tasks: Mutex<Vec<TaskFacts>>,
     containers: Mutex<BTreeMap<String, ContainerFacts>>,
@@ -39,7 +42,8 @@ impl DockerApi for Arc<FakeSwarm> {
 
 impl SwarmApi for Arc<FakeSwarm> {
     async fn is_manager(&self) -> Result<bool, DockerError> {
-        Ok(self.manager)
+        self.roles_asked.fetch_add(1, Ordering::SeqCst);
+        Ok(self.manager.load(Ordering::SeqCst))
     }
 
     async fn services(&self) -> Result<Vec<ServiceFacts>, DockerError> {
@@ -104,7 +108,8 @@ impl Harness {
     async fn start(manager: bool, tasks: Vec<(TaskFacts, ContainerFacts)>) -> Harness {
         let (events, receiver) = mpsc::unbounded_channel();
         let swarm = Arc::new(FakeSwarm {
-            manager,
+            manager: AtomicBool::new(manager),
+            roles_asked: AtomicUsize::new(0),
             services: vec![web_service()],
             tasks: Mutex::new(tasks.iter().map(|(task, _)| task.clone()).collect()),
             containers: Mutex::new(
@@ -210,4 +215,27 @@ async fn an_engine_that_is_not_a_manager_publishes_no_hosts() {
     // Published (readiness waits for it), with nothing in it.
     assert!(harness.router.has_published(ProviderId::Swarm));
     assert_eq!(harness.upstreams(), Err(RouteMiss::NoHost));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_managers_role_is_asked_again_only_on_node_events() {
+    let harness = Harness::start(true, vec![running(1, "10.0.1.5")]).await;
+    let roles_asked = || harness.swarm.roles_asked.load(Ordering::SeqCst);
+    assert_eq!(roles_asked(), 1, "asked on connecting");
+    harness.event(SwarmEvent::Changed).await;
+    tokio::time::sleep(RELIST_INTERVAL * 2 + Duration::from_millis(1)).await;
+    assert_eq!(roles_asked(), 1, "not at service events nor periodic lists");
+    harness.event(SwarmEvent::NodeChanged).await;
+    assert_eq!(roles_asked(), 2, "asked again at a node event");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_engine_that_becomes_a_manager_is_followed_from_the_next_list() {
+    let harness = Harness::start(false, vec![running(1, "10.0.1.5")]).await;
+    assert_eq!(harness.upstreams(), Err(RouteMiss::NoHost));
+    // `docker swarm init` on the engine: no node event reaches an engine
+    // that was in no swarm, so the periodic list must notice.
+    harness.swarm.manager.store(true, Ordering::SeqCst);
+    tokio::time::sleep(RELIST_INTERVAL + Duration::from_millis(1)).await;
+    assert_eq!(harness.upstreams().unwrap(), ["10.0.1.5:8080"]);
 }
