@@ -46,6 +46,9 @@ pub const ROUTE_KEYS: &[&str] = &[
 pub const HEADER_KEY_START: &str = "headers.add.";
 /// `<prefix>.enable`: the whole container, never one route.
 const ENABLE_KEY: &str = "enable";
+/// `<prefix>.swarm.upstream`: how a whole Swarm service is reached (read by
+/// the swarm provider), never one route's.
+pub const SWARM_UPSTREAM_KEY: &str = "swarm.upstream";
 const ROUTES_SEGMENT: &str = "routes";
 
 /// A container's dockhand labels, sorted out.
@@ -53,6 +56,8 @@ const ROUTES_SEGMENT: &str = "routes";
 pub struct SortedLabels<'a> {
     /// The value of `<prefix>.enable`, if written.
     pub enable: Option<&'a str>,
+    /// The value of `<prefix>.swarm.upstream`, if written.
+    pub swarm_upstream: Option<&'a str>,
     /// The unnamed route first (when it has labels), then named routes by name.
     pub routes: Vec<RouteLabels<'a>>,
 }
@@ -97,9 +102,16 @@ pub fn sort_labels<'a>(
             }
             continue;
         };
-        if key == ENABLE_KEY {
-            sorted.enable = Some(value);
-            continue;
+        match key {
+            ENABLE_KEY => {
+                sorted.enable = Some(value);
+                continue;
+            }
+            SWARM_UPSTREAM_KEY => {
+                sorted.swarm_upstream = Some(value);
+                continue;
+            }
+            _ => {}
         }
         let (name, route_key) = match split_route(key) {
             Ok(split) => split,
@@ -162,6 +174,12 @@ fn route_key_problem(
     if key == ENABLE_KEY {
         let reason = format!(
             "unknown key, ignored (enable applies to the whole container: {start}{ENABLE_KEY})"
+        );
+        return Some((reason, None));
+    }
+    if key == SWARM_UPSTREAM_KEY {
+        let reason = format!(
+            "unknown key, ignored (swarm.upstream applies to the whole service: {start}{SWARM_UPSTREAM_KEY})"
         );
         return Some((reason, None));
     }

@@ -24,7 +24,7 @@ mod route;
 pub use facts::{ContainerFacts, Health, ProxyFacts, ServiceRef};
 /// The keys a route may carry: the fuzz target checks that every diagnostic
 /// names a label a container carries or could carry.
-pub use keys::ROUTE_KEYS;
+pub use keys::{ROUTE_KEYS, SWARM_UPSTREAM_KEY};
 
 use std::net::SocketAddr;
 
@@ -143,6 +143,12 @@ fn read_routes(
         }
     }
     let sorted = keys::sort_labels(&container.labels, prefix, findings);
+    if sorted.swarm_upstream.is_some() && container.service.is_none() {
+        findings.warning(
+            format!("{prefix}.{SWARM_UPSTREAM_KEY}"),
+            "read on Swarm services only (their deploy.labels), ignored on a container",
+        );
+    }
     let has_named_routes = sorted.routes.iter().any(|route| route.name.is_some());
     sorted
         .routes

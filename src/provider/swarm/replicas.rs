@@ -21,10 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::api::{ServiceFacts, TaskFacts};
 use crate::config::{Diagnostic, Origin, Severity};
-use crate::labels::ContainerFacts;
-
-/// The label key, after the prefix, that chooses how a service is reached.
-const UPSTREAM_KEY: &str = "swarm.upstream";
+use crate::labels::{ContainerFacts, SWARM_UPSTREAM_KEY};
 
 /// How requests reach a service's tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,14 +44,12 @@ pub struct SwarmFacts<'a> {
 /// Every service's replicas, and the problems of their `swarm.upstream`
 /// label (the pipeline reports the rest).
 pub fn replicas(facts: &SwarmFacts<'_>, prefix: &str) -> (Vec<ContainerFacts>, Vec<Diagnostic>) {
-    let upstream_label = format!("{prefix}.{UPSTREAM_KEY}");
+    let upstream_label = format!("{prefix}.{SWARM_UPSTREAM_KEY}");
     let mut replicas = Vec::new();
     let mut diagnostics = Vec::new();
     for service in facts.services {
-        let mut labels = service.labels.clone();
-        // Read here; the pipeline would call it unknown.
-        let written = labels.remove(&upstream_label);
-        let reached = match written.as_deref().map(str::trim) {
+        let labels = &service.labels;
+        let reached = match labels.get(&upstream_label).map(|value| value.trim()) {
             None | Some("tasks") => Reached::Tasks,
             Some("dns") => Reached::Name,
             Some("vip") => Reached::VirtualIp,
@@ -83,11 +78,11 @@ pub fn replicas(facts: &SwarmFacts<'_>, prefix: &str) -> (Vec<ContainerFacts>, V
             .iter()
             .all(|task| !task.serving || task_container(task, facts).is_some());
         let service_replicas = match reached {
-            Reached::Tasks if all_here => task_replicas(service, &labels, &tasks, facts),
+            Reached::Tasks if all_here => task_replicas(service, labels, &tasks, facts),
             Reached::Tasks | Reached::Name => {
-                vec![named_replica(service, &labels, &tasks, facts)]
+                vec![named_replica(service, labels, &tasks, facts)]
             }
-            Reached::VirtualIp => vec![virtual_ip_replica(service, &labels, &tasks, facts)],
+            Reached::VirtualIp => vec![virtual_ip_replica(service, labels, &tasks, facts)],
         };
         replicas.extend(service_replicas);
     }
