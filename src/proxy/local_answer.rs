@@ -28,7 +28,9 @@ pub async fn acme_challenge<B>(
         Some(answer) => answer,
         None => {
             let shared = tls.challenges.shared_http01_file(path)?;
-            tokio::fs::read_to_string(shared).await.ok()?
+            // Boxed: the read's state would otherwise weigh on the future
+            // of every request, for the rare one that needs it.
+            Box::pin(tokio::fs::read_to_string(shared)).await.ok()?
         }
     };
     let mut response = Response::new(ProxyBody::message(Bytes::from(key_authorization)));

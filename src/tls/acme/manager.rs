@@ -276,22 +276,15 @@ impl Manager {
     }
 
     fn start_order(&self, request: OrderRequest) {
+        let renewed = request.renews.as_ref().and_then(|id| self.held.get(id));
+        let renewing = renewed.and_then(|held| held.leaf()).cloned();
         // Said only to a CA that offers renewal information (RFC 9773 §5).
-        let replaces = request
-            .renews
-            .as_ref()
-            .and_then(|id| self.held.get(id))
+        let replaces = renewed
             .filter(|held| held.renewal_info.is_some_and(|info| info.offered))
-            .and_then(|held| held.leaf())
+            .and(renewing.as_ref())
             .and_then(|leaf| CertificateIdentifier::try_from(leaf).ok())
             .map(CertificateIdentifier::into_owned);
         tracing::info!(names = ?request.names, renewal = request.renews.is_some(), "ordering a certificate over ACME");
-        let renewing = request
-            .renews
-            .as_ref()
-            .and_then(|id| self.held.get(id))
-            .and_then(|held| held.leaf())
-            .cloned();
         tokio::spawn(order_task(
             self.shared.clone(),
             request,
