@@ -13,6 +13,8 @@
 
 mod dns_servers;
 pub mod docker;
+#[cfg(test)]
+mod fake_engine;
 pub mod file;
 mod labelled;
 pub mod swarm;

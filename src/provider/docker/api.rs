@@ -181,7 +181,9 @@ impl EventAction {
     }
 }
 
-pub type EventStream = Pin<Box<dyn Stream<Item = Result<DockerEvent, DockerError>> + Send>>;
+/// A stream of an engine's events, as one provider reads them.
+pub type EventsOf<E> = Pin<Box<dyn Stream<Item = Result<E, DockerError>> + Send>>;
+pub type EventStream = EventsOf<DockerEvent>;
 
 pub trait DockerApi: Send + Sync + 'static {
     fn list_container_ids(&self) -> impl Future<Output = Result<Vec<String>, DockerError>> + Send;

@@ -15,7 +15,8 @@ mod self_container;
 
 pub(crate) use api::event_from_message;
 pub use api::{
-    BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream, Unreachable,
+    BollardApi, DockerApi, DockerError, DockerEvent, EventAction, EventStream, EventsOf,
+    Unreachable,
 };
 pub(crate) use facts::parse_rfc3339_seconds;
 

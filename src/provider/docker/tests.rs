@@ -2,10 +2,8 @@
 //! re-lists and a lost event stream, on tokio's paused clock.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::sync::mpsc;
 
 use futures_util::future::BoxFuture;
 
@@ -13,35 +11,24 @@ use super::*;
 use crate::config::{Diagnostic, Origin};
 use crate::labels::Health;
 use crate::metrics::Metrics;
+use crate::provider::fake_engine::{EventSender, FakeEngine};
 use crate::resolve::srv::fake_dns::{ip_answer, FakeDns};
 use crate::resolve::{Dns, IpAnswer, LookupError, NameResolver, SrvAnswer};
 use crate::routes::RouteMiss;
 
-/// A Docker engine in memory: what `inspect` answers, and events sent by the test.
-struct FakeDocker {
-    containers: Mutex<BTreeMap<String, ContainerFacts>>,
-    events: Mutex<Option<mpsc::UnboundedReceiver<Result<DockerEvent, DockerError>>>>,
-}
+type FakeDocker = FakeEngine<DockerEvent>;
 
 impl DockerApi for Arc<FakeDocker> {
     async fn list_container_ids(&self) -> Result<Vec<String>, DockerError> {
-        Ok(self.containers.lock().unwrap().keys().cloned().collect())
+        Ok(self.container_ids())
     }
 
     async fn inspect(&self, id: &str) -> Result<Option<ContainerFacts>, DockerError> {
-        Ok(self.containers.lock().unwrap().get(id).cloned())
+        Ok(FakeEngine::inspect(self, id))
     }
 
     fn events(&self) -> EventStream {
-        let mut receiver = self
-            .events
-            .lock()
-            .unwrap()
-            .take()
-            .expect("one subscription");
-        Box::pin(futures_util::stream::poll_fn(move |cx| {
-            receiver.poll_recv(cx)
-        }))
+        self.subscribe()
     }
 }
 
@@ -70,7 +57,7 @@ impl Dns for CountingDns {
 
 struct Harness {
     docker: Arc<FakeDocker>,
-    events: mpsc::UnboundedSender<Result<DockerEvent, DockerError>>,
+    events: EventSender<DockerEvent>,
     router: Arc<Router>,
     dns: Arc<CountingDns>,
     follow: tokio::task::JoinHandle<DockerError>,
@@ -105,11 +92,8 @@ impl Harness {
 
     /// With `dns_servers` answering for DNS servers written as names.
     async fn start_with(containers: Vec<ContainerFacts>, dns_servers: Arc<FakeDns>) -> Harness {
-        let (events, receiver) = mpsc::unbounded_channel();
-        let docker = Arc::new(FakeDocker {
-            containers: Mutex::new(containers.into_iter().map(|c| (c.id.clone(), c)).collect()),
-            events: Mutex::new(Some(receiver)),
-        });
+        let (docker, events) = FakeDocker::new(containers);
+        let docker = Arc::new(docker);
         let registry = Arc::new(crate::upstream::EndpointRegistry::new());
         let metrics = Arc::new(Metrics::default());
         let router = Arc::new(Router::new(registry, GRACE).with_metrics(metrics.clone()));

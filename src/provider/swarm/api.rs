@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use crate::labels::ServiceRef;
 use crate::provider::docker::{
     event_from_message, parse_rfc3339_seconds, BollardApi, DockerApi, DockerError, DockerEvent,
-    EventAction,
+    EventAction, EventsOf,
 };
 
 /// One service as the provider reads it.
@@ -59,8 +59,7 @@ pub enum SwarmEvent {
     Stopping(String),
 }
 
-pub type SwarmEventStream =
-    std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<SwarmEvent, DockerError>> + Send>>;
+pub type SwarmEventStream = EventsOf<SwarmEvent>;
 
 pub trait SwarmApi: DockerApi {
     /// Whether the engine is a swarm manager: only managers list services

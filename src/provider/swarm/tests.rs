@@ -6,33 +6,31 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-
 use super::*;
 use crate::labels::ServiceRef;
 use crate::provider::docker::{DockerApi, EventStream};
+use crate::provider::fake_engine::{EventSender, FakeEngine};
 use crate::resolve::srv::fake_dns::FakeDns;
 use crate::routes::RouteMiss;
 
-/// A swarm manager in memory: its services, tasks and task containers,
-/// and events sent by the test.
+/// A swarm manager in memory: its services and tasks, the task
+/// containers and events of its engine.
 struct FakeSwarm {
+    engine: FakeEngine<SwarmEvent>,
     manager: AtomicBool,
     /// How many times it was asked whether it is a manager.
     roles_asked: AtomicUsize,
     services: Vec<ServiceFacts>,
     tasks: Mutex<Vec<TaskFacts>>,
-    containers: Mutex<BTreeMap<String, ContainerFacts>>,
-    events: Mutex<Option<mpsc::UnboundedReceiver<Result<SwarmEvent, DockerError>>>>,
 }
 
 impl DockerApi for Arc<FakeSwarm> {
     async fn list_container_ids(&self) -> Result<Vec<String>, DockerError> {
-        Ok(self.containers.lock().unwrap().keys().cloned().collect())
+        Ok(self.engine.container_ids())
     }
 
     async fn inspect(&self, id: &str) -> Result<Option<ContainerFacts>, DockerError> {
-        Ok(self.containers.lock().unwrap().get(id).cloned())
+        Ok(self.engine.inspect(id))
     }
 
     fn events(&self) -> EventStream {
@@ -55,15 +53,7 @@ impl SwarmApi for Arc<FakeSwarm> {
     }
 
     fn swarm_events(&self) -> SwarmEventStream {
-        let mut receiver = self
-            .events
-            .lock()
-            .unwrap()
-            .take()
-            .expect("one subscription");
-        Box::pin(futures_util::stream::poll_fn(move |cx| {
-            receiver.poll_recv(cx)
-        }))
+        self.engine.subscribe()
     }
 }
 
@@ -100,25 +90,20 @@ fn running(slot: u32, address: &str) -> (TaskFacts, ContainerFacts) {
 
 struct Harness {
     swarm: Arc<FakeSwarm>,
-    events: mpsc::UnboundedSender<Result<SwarmEvent, DockerError>>,
+    events: EventSender<SwarmEvent>,
     router: Arc<Router>,
 }
 
 impl Harness {
     async fn start(manager: bool, tasks: Vec<(TaskFacts, ContainerFacts)>) -> Harness {
-        let (events, receiver) = mpsc::unbounded_channel();
+        let (engine, events) =
+            FakeEngine::new(tasks.iter().map(|(_, container)| container.clone()));
         let swarm = Arc::new(FakeSwarm {
+            engine,
             manager: AtomicBool::new(manager),
             roles_asked: AtomicUsize::new(0),
             services: vec![web_service()],
-            tasks: Mutex::new(tasks.iter().map(|(task, _)| task.clone()).collect()),
-            containers: Mutex::new(
-                tasks
-                    .into_iter()
-                    .map(|(_, container)| (container.id.clone(), container))
-                    .collect(),
-            ),
-            events: Mutex::new(Some(receiver)),
+            tasks: Mutex::new(tasks.into_iter().map(|(task, _)| task).collect()),
         });
         let registry = Arc::new(crate::upstream::EndpointRegistry::new());
         let router = Arc::new(Router::new(registry, Duration::from_secs(5)));
@@ -180,7 +165,7 @@ async fn a_task_container_told_to_stop_is_out_before_the_task_list_says_so() {
         let mut tasks = harness.swarm.tasks.lock().unwrap();
         tasks.retain(|task| task.id != "t1");
         tasks.push(task);
-        let mut containers = harness.swarm.containers.lock().unwrap();
+        let mut containers = harness.swarm.engine.containers.lock().unwrap();
         containers.remove("c1");
         containers.insert(container.id.clone(), container);
     }
@@ -198,6 +183,7 @@ async fn a_new_task_is_found_by_the_periodic_list_without_an_event() {
     harness.swarm.tasks.lock().unwrap().push(task);
     harness
         .swarm
+        .engine
         .containers
         .lock()
         .unwrap()
