@@ -30,6 +30,9 @@
 //!   shutdown),
 //!   forwarding with its tries, rewrites, header rules, statuses and the
 //!   access log.
+//! - `middleware`: what a location does to requests besides forwarding
+//!   them (IP allow list, body limit, redirect, response headers, CORS),
+//!   as decisions `proxy` acts on.
 //! - `connect`: pools, opening connections (TCP, upstream TLS, SRV dial),
 //!   and dockhand's own HTTP/1.1 exchange with upstream addresses (its
 //!   idle connections kept per worker thread), hyper's client for the rest.
@@ -56,6 +59,7 @@ pub mod http1;
 pub mod labels;
 pub mod limits;
 pub mod metrics;
+pub mod middleware;
 pub mod provider;
 pub mod proxy;
 pub mod resolve;

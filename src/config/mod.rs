@@ -10,6 +10,8 @@ mod diagnostic;
 mod dns_servers;
 mod durations;
 mod json_reader;
+pub mod middleware;
+mod middleware_json;
 mod model;
 mod routes_file;
 pub mod values;
@@ -18,6 +20,7 @@ pub use diagnostic::{Diagnostic, Findings, Origin, Severity, SeverityCounts};
 pub use dns_servers::{DnsServerAddresses, NamedDnsServer};
 pub use durations::parse_duration;
 pub use json_reader::{ConfigError, ConfigErrors};
+pub use middleware::Middlewares;
 pub use model::*;
 pub use routes_file::{dns_server_names, parse_routes_file};
 

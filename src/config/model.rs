@@ -8,6 +8,8 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 use regex::Regex;
 
+use super::middleware::Middlewares;
+
 /// The desired hosts of one source.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DesiredHosts {
@@ -84,6 +86,8 @@ pub struct LocationConfig {
     pub health_check: HealthCheck,
     /// The protocols a client may switch to through this location.
     pub upgrades: Upgrades,
+    /// What it does to requests besides forwarding them (auth, limits, headers).
+    pub middlewares: Middlewares,
     pub upstreams: Vec<UpstreamConfig>,
     /// Its upstreams move: they are containers, which are recreated, scaled
     /// and moved. The provider says so; the router then keeps the location

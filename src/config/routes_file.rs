@@ -11,6 +11,8 @@ use super::diagnostic::Origin;
 use super::dns_servers::NamedDnsServer;
 use super::durations::parse_duration;
 use super::json_reader::{kind, ConfigError, ConfigErrors, KeyPath, Object, Problems};
+use super::middleware::read_middlewares;
+use super::middleware_json::{middleware_roots, JsonSettings};
 use super::model::*;
 use super::values::{self, ResolutionMode, RewriteKind};
 
@@ -148,7 +150,7 @@ fn read_location(
     let prefix = values::location_prefix(prefix)
         .map_err(|reason| problems.report(&path, reason))
         .ok();
-    let known = [
+    let mut known = vec![
         "load_balancing",
         "retry",
         "rewrite",
@@ -156,6 +158,7 @@ fn read_location(
         "upgrades",
         "upstream",
     ];
+    known.extend(middleware_roots());
     let location = Object::read(value, path, &known, problems)?;
     let load_balancing = location
         .str("load_balancing", problems)
@@ -171,6 +174,7 @@ fn read_location(
     let upgrades = location
         .get("upgrades")
         .map_or_else(Upgrades::default, |(v, p)| read_upgrades(v, &p, problems));
+    let middlewares = read_middlewares(&mut JsonSettings::of(&location, problems));
     let upstreams: Vec<UpstreamConfig> = location
         .entries("upstream", problems)
         .into_iter()
@@ -186,6 +190,7 @@ fn read_location(
         rewrite,
         health_check,
         upgrades,
+        middlewares,
         upstreams,
         // Written addresses stay put; names are followed through DNS.
         upstreams_move: false,

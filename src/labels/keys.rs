@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::config::middleware::{is_middleware_key, MIDDLEWARE_KEYS};
 use crate::config::values::closest;
 
 use crate::config::{Findings, Severity};
@@ -195,7 +196,8 @@ fn route_key_problem(
         let misspelt = unnamed && closest(first, &[ROUTES_SEGMENT]).is_some() && rest.contains('.');
         misspelt.then(|| format!("{ROUTES_SEGMENT}.{rest}"))
     };
-    let suggestion = closest(key, ROUTE_KEYS)
+    let known: Vec<&str> = ROUTE_KEYS.iter().chain(MIDDLEWARE_KEYS).copied().collect();
+    let suggestion = closest(key, &known)
         .map(str::to_owned)
         .or_else(misspelt_routes);
     let meant = suggestion.map(|near| format!("{route_start}{near}"));
@@ -204,6 +206,7 @@ fn route_key_problem(
 
 fn is_route_key(key: &str) -> bool {
     ROUTE_KEYS.contains(&key)
+        || is_middleware_key(key)
         || key
             .strip_prefix(HEADER_KEY_START)
             .is_some_and(|name| !name.is_empty())

@@ -18,6 +18,7 @@ use crate::config::{
 
 use super::route::{LabelRoute, LocationSettings};
 use crate::config::Findings;
+use crate::config::Middlewares;
 
 /// The locations built so far, by host then path.
 #[derive(Default)]
@@ -188,6 +189,7 @@ fn new_location(path: &str, settings: &LocationSettings) -> LocationConfig {
         rewrite: settings.rewrite.clone(),
         health_check: settings.health_check,
         upgrades: settings.upgrades.clone(),
+        middlewares: settings.middlewares.clone(),
         upstreams: Vec::new(),
         upstreams_move: true,
         containers: Vec::new(),
@@ -225,6 +227,11 @@ fn differences(
             "upgrades",
             describe_upgrades(&location.upgrades),
             describe_upgrades(&settings.upgrades),
+        ),
+        (
+            "middlewares",
+            describe_middlewares(&location.middlewares),
+            describe_middlewares(&settings.middlewares),
         ),
     ];
     pairs
@@ -272,6 +279,13 @@ fn describe_rewrite(rewrite: Option<&Rewrite>) -> String {
         Some(Rewrite::Regex { pattern, replace }) => {
             format!("match={}, replace={replace}", pattern.as_str())
         }
+    }
+}
+
+fn describe_middlewares(middlewares: &Middlewares) -> String {
+    match middlewares.is_empty() {
+        true => "no middlewares".to_owned(),
+        false => middlewares.describe().join("; "),
     }
 }
 

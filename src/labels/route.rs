@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
+use crate::config::middleware::{read_middlewares, Middlewares, WrittenSettings};
 use crate::config::values::{self, ResolutionMode, RewriteKind};
 use crate::config::{
     parse_duration, ContainerRef, HealthCheck, HostPattern, Hsts, LoadBalancing, Protocol, Retry,
@@ -55,6 +56,7 @@ pub struct LocationSettings {
     pub rewrite: Option<Rewrite>,
     pub health_check: HealthCheck,
     pub upgrades: Upgrades,
+    pub middlewares: Middlewares,
 }
 
 /// The settings of each upstream a route contributes.
@@ -131,6 +133,7 @@ pub fn read_route(
             enabled: reader.read("health_check.enabled", values::boolean),
         },
         upgrades: read_upgrades(&mut reader),
+        middlewares: read_middlewares(&mut reader),
     };
     let upstream = UpstreamSettings {
         weight: reader
@@ -419,5 +422,45 @@ impl Reader<'_, '_> {
     fn refuse(&mut self, key: &str, reason: impl Into<String>) {
         self.findings.error(self.labels.label(key), reason);
         self.refused = true;
+    }
+}
+
+/// Labels write every value as text, lists comma-separated.
+impl WrittenSettings for Reader<'_, '_> {
+    fn is_written(&self, key: &str) -> bool {
+        self.raw(key).is_some()
+    }
+
+    fn text(&mut self, key: &str) -> Option<String> {
+        self.raw(key).map(str::to_owned)
+    }
+
+    fn boolean(&mut self, key: &str) -> Option<bool> {
+        self.read(key, values::boolean)
+    }
+
+    fn list(&mut self, key: &str) -> Option<Vec<String>> {
+        let text = self.raw(key)?;
+        Some(
+            text.split(',')
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    fn entries(&mut self, start: &str) -> Vec<(String, String)> {
+        self.labels
+            .values
+            .iter()
+            .filter_map(|(key, value)| {
+                Some((key.strip_prefix(start)?.to_owned(), (*value).to_owned()))
+            })
+            .collect()
+    }
+
+    fn refuse(&mut self, key: &str, reason: String) {
+        Reader::refuse(self, key, reason);
     }
 }

@@ -28,6 +28,8 @@ pub enum ClientBodyError {
     Broken(#[source] Cause),
     #[error("no request body bytes for {0:?} (--client-body-timeout)")]
     Stalled(Duration),
+    #[error("the request body is over the location's max_body_size ({0} bytes)")]
+    TooLarge(u64),
 }
 
 impl StallErrors for ClientBodyError {
@@ -38,6 +40,10 @@ impl StallErrors for ClientBodyError {
     fn stalled(limit: Duration) -> Self {
         ClientBodyError::Stalled(limit)
     }
+
+    fn too_large(limit: u64) -> Self {
+        ClientBodyError::TooLarge(limit)
+    }
 }
 
 impl From<ClientBodyError> for ProxyError {
@@ -45,6 +51,7 @@ impl From<ClientBodyError> for ProxyError {
         let kind = match error {
             ClientBodyError::Broken(_) => ErrorKind::BadRequestBody,
             ClientBodyError::Stalled(_) => ErrorKind::RequestBodyTimeout,
+            ClientBodyError::TooLarge(_) => ErrorKind::BodyTooLarge,
         };
         ProxyError::new(kind, error)
     }

@@ -61,6 +61,10 @@ pub struct PeerInfo {
     local_port: Option<HeaderValue>,
     /// Whether the peer is in `--trusted-proxies`.
     trusted: bool,
+    /// `--trusted-proxies`, kept only for a peer that is one: the client
+    /// it speaks for is found in its `X-Forwarded-For` (a copy per
+    /// connection of a proxy, which keeps its connections open).
+    trusted_proxies: Option<Box<[IpNet]>>,
 }
 
 impl PeerInfo {
@@ -72,6 +76,7 @@ impl PeerInfo {
     ) -> PeerInfo {
         // Peers on a dual-stack listener arrive as `::ffff:a.b.c.d`: they are IPv4 clients.
         let ip = address.ip().to_canonical();
+        let trusted = trusted_proxies.iter().any(|net| net.contains(&ip));
         PeerInfo {
             address,
             scheme,
@@ -79,8 +84,41 @@ impl PeerInfo {
                 .expect("an IP address is a valid header value"),
             forwarded_node: forwarded_node(ip).into_boxed_str(),
             local_port,
-            trusted: trusted_proxies.iter().any(|net| net.contains(&ip)),
+            trusted,
+            trusted_proxies: trusted.then(|| trusted_proxies.into()),
         }
+    }
+
+    /// The client's address as `--trusted-proxies` establish it: the
+    /// peer's, unless the peer is a trusted proxy; then the last address
+    /// of its `X-Forwarded-For` that is not a trusted proxy too (each proxy
+    /// appends the address it was reached from; the ones before could be
+    /// made up by the client), or the first when all are.
+    pub fn client_ip(&self, headers: &HeaderMap) -> IpAddr {
+        let peer = self.address.ip().to_canonical();
+        let Some(trusted) = &self.trusted_proxies else {
+            return peer;
+        };
+        let chain: Vec<&str> = headers
+            .get_all(&X_FORWARDED_FOR)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .collect();
+        let mut client = peer;
+        // From the right: the nearest hops first.
+        for item in chain.into_iter().rev() {
+            // An entry that is not an address ends what can be believed.
+            let Ok(address) = item.trim().parse::<IpAddr>() else {
+                break;
+            };
+            let address = address.to_canonical();
+            client = address;
+            if !trusted.iter().any(|net| net.contains(&address)) {
+                break;
+            }
+        }
+        client
     }
 }
 
@@ -321,6 +359,36 @@ mod tests {
         let host = HeaderValue::from_str(host).unwrap();
         set_client_identity(&mut map, &peer(address, false), Some(&host), "http");
         map["forwarded"].to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn the_client_behind_trusted_proxies_is_the_last_untrusted_forwarded_address() {
+        let proxies: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let from = |peer: &str| PeerInfo::new(peer.parse().unwrap(), Scheme::Http, None, &proxies);
+        let chain = |values: &[&str]| {
+            let mut headers = HeaderMap::new();
+            for value in values {
+                headers.append(&X_FORWARDED_FOR, HeaderValue::from_str(value).unwrap());
+            }
+            headers
+        };
+        let ip = |text: &str| text.parse::<IpAddr>().unwrap();
+        // An untrusted peer is the client, whatever it claims.
+        let claims = chain(&["198.51.100.1"]);
+        assert_eq!(from("192.0.2.9:1").client_ip(&claims), ip("192.0.2.9"));
+        // Through two trusted proxies: the address before them, not the
+        // one the client put first.
+        let through = chain(&["203.0.113.66, 198.51.100.1", "10.1.1.1"]);
+        assert_eq!(from("10.0.0.2:1").client_ip(&through), ip("198.51.100.1"));
+        // No claim: the proxy itself; only proxies: the first of them.
+        assert_eq!(from("10.0.0.2:1").client_ip(&chain(&[])), ip("10.0.0.2"));
+        assert_eq!(
+            from("10.0.0.2:1").client_ip(&chain(&["10.3.3.3"])),
+            ip("10.3.3.3")
+        );
+        // Garbage ends the chain where it is.
+        let garbage = chain(&["198.51.100.1, nonsense, 10.1.1.1"]);
+        assert_eq!(from("10.0.0.2:1").client_ip(&garbage), ip("10.1.1.1"));
     }
 
     #[test]

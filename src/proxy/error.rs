@@ -56,6 +56,11 @@ pub enum ErrorKind {
     BadRequestBody,
     /// The client sent nothing of its body for `--client-body-timeout`.
     RequestBodyTimeout,
+    /// The request's body is over its location's `max_body_size`, as
+    /// declared or as sent.
+    BodyTooLarge,
+    /// The client's address is not in its location's `ip_allow`.
+    NotAllowed,
     /// The request's `Transfer-Encoding` has a coding besides one final
     /// `chunked` (RFC 9112 §6.1): dockhand implements no other.
     UnsupportedTransferCoding,
@@ -104,12 +109,14 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, so each reason can be listed (metrics show them all from the start).
-    pub const ALL: [ErrorKind; 26] = [
+    pub const ALL: [ErrorKind; 28] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
         ErrorKind::BadRequestBody,
         ErrorKind::RequestBodyTimeout,
+        ErrorKind::BodyTooLarge,
+        ErrorKind::NotAllowed,
         ErrorKind::UnsupportedTransferCoding,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
@@ -140,6 +147,8 @@ impl ErrorKind {
             | ErrorKind::RepeatedHost
             | ErrorKind::BadRequestBody => StatusCode::BAD_REQUEST,
             ErrorKind::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
+            ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::NotAllowed => StatusCode::FORBIDDEN,
             ErrorKind::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
@@ -171,6 +180,8 @@ impl ErrorKind {
             ErrorKind::RepeatedHost => "repeated_host",
             ErrorKind::BadRequestBody => "bad_request_body",
             ErrorKind::RequestBodyTimeout => "request_body_timeout",
+            ErrorKind::BodyTooLarge => "body_too_large",
+            ErrorKind::NotAllowed => "not_allowed",
             ErrorKind::UnsupportedTransferCoding => "unsupported_transfer_coding",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
@@ -203,6 +214,8 @@ impl ErrorKind {
             ErrorKind::RepeatedHost => "the request has more than one Host header\n",
             ErrorKind::BadRequestBody => "the request's body is malformed or incomplete\n",
             ErrorKind::RequestBodyTimeout => "the request's body did not arrive in time\n",
+            ErrorKind::BodyTooLarge => "the request's body is over this location's limit\n",
+            ErrorKind::NotAllowed => "this address may not use this location\n",
             ErrorKind::UnsupportedTransferCoding => {
                 "the request's transfer coding is not implemented (only chunked is)\n"
             }
@@ -279,7 +292,7 @@ impl ProxyError {
     pub fn is_client_fault(&self) -> bool {
         matches!(
             self.kind,
-            ErrorKind::BadRequestBody | ErrorKind::RequestBodyTimeout
+            ErrorKind::BadRequestBody | ErrorKind::RequestBodyTimeout | ErrorKind::BodyTooLarge
         )
     }
 

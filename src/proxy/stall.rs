@@ -25,6 +25,10 @@ pub trait StallErrors: Sized {
     fn broken(error: Cause) -> Self;
     /// Nothing came for the whole `limit`.
     fn stalled(limit: Duration) -> Self;
+    /// More than `limit` bytes came (only bodies given a size limit).
+    fn too_large(limit: u64) -> Self {
+        Self::broken(format!("the body is over {limit} bytes").into())
+    }
 }
 
 /// A body (hyper's, or the own HTTP/1.1 exchange's), failing with
@@ -34,6 +38,10 @@ pub struct StallLimited<B, E> {
     stall: StallTimer,
     /// Where the data bytes read are counted, if anywhere.
     bytes_read: Option<Counter>,
+    /// The most data bytes the body may have (`max_body_size`), and how
+    /// many it has had.
+    size_limit: Option<u64>,
+    size: u64,
     errors: PhantomData<fn() -> E>,
 }
 
@@ -43,8 +51,16 @@ impl<B, E> StallLimited<B, E> {
             body,
             stall: StallTimer::new(limit),
             bytes_read: None,
+            size_limit: None,
+            size: 0,
             errors: PhantomData,
         }
+    }
+
+    /// Fails with `E::too_large` once more than `limit` data bytes came.
+    pub fn limited_to(mut self, limit: Option<u64>) -> StallLimited<B, E> {
+        self.size_limit = limit;
+        self
     }
 
     /// Counts the data bytes read into `counter`.
@@ -71,8 +87,16 @@ where
         match Pin::new(&mut this.body).poll_frame(cx) {
             Poll::Ready(frame) => {
                 this.stall.frame_came();
-                if let (Some(counter), Some(Ok(frame))) = (&this.bytes_read, &frame) {
-                    counter.inc_by(frame.data_ref().map_or(0, |data| data.len() as u64));
+                let data_len = match &frame {
+                    Some(Ok(frame)) => frame.data_ref().map_or(0, |data| data.len() as u64),
+                    _ => 0,
+                };
+                if let Some(counter) = &this.bytes_read {
+                    counter.inc_by(data_len);
+                }
+                this.size += data_len;
+                if let Some(limit) = this.size_limit.filter(|limit| this.size > *limit) {
+                    return Poll::Ready(Some(Err(E::too_large(limit))));
                 }
                 Poll::Ready(frame.map(|frame| frame.map_err(|error| E::broken(error.into()))))
             }

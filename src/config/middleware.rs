@@ -1,0 +1,433 @@
+//! Per-location request handling as settings: an IP allow list, a request
+//! body limit, a redirect, response header rules and CORS. Both sources
+//! write the same keys, the routes file as nested objects
+//! (`"redirect": {"regex": ...}`) and labels flat (`dockhand.redirect.regex`);
+//! each source reads its own syntax behind `WrittenSettings`, and every
+//! value is checked here, once, with the same reasons for both. What the
+//! settings do to requests is `crate::middleware`'s.
+
+use std::fmt;
+use std::ops::RangeInclusive;
+
+use http::{HeaderName, HeaderValue, Method};
+use ipnet::IpNet;
+use regex::Regex;
+
+use super::values;
+
+/// Every middleware key of a location, besides the maps below.
+pub const MIDDLEWARE_KEYS: &[&str] = &[
+    "ip_allow",
+    "max_body_size",
+    "redirect.regex",
+    "redirect.replacement",
+    "redirect.permanent",
+    "headers.response.remove",
+    "headers.security",
+    "cors.allow_origins",
+    "cors.allow_methods",
+    "cors.allow_headers",
+    "cors.allow_credentials",
+    "cors.max_age",
+];
+
+/// `headers.response.set.<Header-Name>`: one response header per key.
+pub const RESPONSE_HEADER_SET_START: &str = "headers.response.set.";
+
+/// Whether `key` is a middleware key (a map entry needs a name after its start).
+pub fn is_middleware_key(key: &str) -> bool {
+    MIDDLEWARE_KEYS.contains(&key)
+        || key
+            .strip_prefix(RESPONSE_HEADER_SET_START)
+            .is_some_and(|name| !name.is_empty())
+}
+
+/// The most a body limit may be: 1 TiB, past any real upload.
+const BODY_SIZES: RangeInclusive<u64> = 1..=(1 << 40);
+/// CORS preflight answers may be cached for up to a day (browsers cap lower).
+const CORS_MAX_AGE_SECS: RangeInclusive<u64> = 0..=86_400;
+
+/// What a location does to requests besides forwarding them; the default,
+/// nothing, is what nearly every location has.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Middlewares {
+    /// Only clients in these networks are served (`403` otherwise).
+    pub ip_allow: Option<Vec<IpNet>>,
+    /// Bytes; a request body past it is answered `413`.
+    pub max_body_size: Option<u64>,
+    pub redirect: Option<Redirect>,
+    pub response_headers: ResponseHeaders,
+    pub cors: Option<Cors>,
+}
+
+impl Middlewares {
+    pub fn is_empty(&self) -> bool {
+        *self == Middlewares::default()
+    }
+
+    /// Each middleware set, as its keys are written, with its settings:
+    /// what a diagnostic shows when two replicas disagree.
+    pub fn describe(&self) -> Vec<String> {
+        let mut described = Vec::new();
+        if let Some(networks) = &self.ip_allow {
+            let networks: Vec<String> = networks.iter().map(IpNet::to_string).collect();
+            described.push(format!("ip_allow {}", networks.join(",")));
+        }
+        if let Some(size) = self.max_body_size {
+            described.push(format!("max_body_size {size}"));
+        }
+        if let Some(redirect) = &self.redirect {
+            described.push(format!(
+                "redirect {} to {}{}",
+                redirect.regex.as_str(),
+                redirect.replacement,
+                if redirect.permanent {
+                    " (permanent)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let headers = &self.response_headers;
+        for (name, value) in &headers.set {
+            let value = String::from_utf8_lossy(value.as_bytes());
+            described.push(format!("headers.response.set.{name} {value}"));
+        }
+        if !headers.remove.is_empty() {
+            let names: Vec<&str> = headers.remove.iter().map(HeaderName::as_str).collect();
+            described.push(format!("headers.response.remove {}", names.join(",")));
+        }
+        if headers.security {
+            described.push("headers.security".to_owned());
+        }
+        if let Some(cors) = &self.cors {
+            let origins: Vec<String> = cors.allow_origins.iter().map(|o| o.to_string()).collect();
+            let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
+            described.push(format!(
+                "cors {} methods {} headers {} credentials {} max_age {}",
+                origins.join(","),
+                text(&cors.allow_methods),
+                cors.allow_headers
+                    .as_ref()
+                    .map_or("(as asked)".to_owned(), text),
+                cors.allow_credentials,
+                cors.max_age
+                    .map_or("(unset)".to_owned(), |secs| secs.to_string()),
+            ));
+        }
+        described
+    }
+}
+
+/// A redirect answered instead of forwarding, when `regex` matches the
+/// request's URL (`scheme://host/path?query`).
+#[derive(Debug, Clone)]
+pub struct Redirect {
+    pub regex: Regex,
+    /// `$1` and `${name}` stand for the regex's groups.
+    pub replacement: String,
+    /// `301`/`308` when permanent, else `302`/`307` (the second of each for
+    /// methods other than GET and HEAD, which must keep their method).
+    pub permanent: bool,
+}
+
+/// Patterns compare by their source text (`Regex` has no equality).
+impl PartialEq for Redirect {
+    fn eq(&self, other: &Redirect) -> bool {
+        self.regex.as_str() == other.regex.as_str()
+            && self.replacement == other.replacement
+            && self.permanent == other.permanent
+    }
+}
+
+/// Response header rules: removals first, then what is set (replacing).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResponseHeaders {
+    pub set: Vec<(HeaderName, HeaderValue)>,
+    pub remove: Vec<HeaderName>,
+    /// The security preset: `X-Content-Type-Options: nosniff`,
+    /// `Referrer-Policy: strict-origin-when-cross-origin` and
+    /// `X-Frame-Options: SAMEORIGIN`, unless the upstream or `set` says otherwise.
+    pub security: bool,
+}
+
+impl ResponseHeaders {
+    pub fn is_empty(&self) -> bool {
+        *self == ResponseHeaders::default()
+    }
+}
+
+/// Cross-origin resource sharing (the Fetch standard's CORS protocol):
+/// which origins may read responses, and the preflight answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cors {
+    pub allow_origins: Vec<OriginPattern>,
+    /// Preflight's `Access-Control-Allow-Methods`, as written (joined).
+    pub allow_methods: HeaderValue,
+    /// Preflight's `Access-Control-Allow-Headers`; `None`: the headers the
+    /// preflight asks for are allowed.
+    pub allow_headers: Option<HeaderValue>,
+    pub allow_credentials: bool,
+    /// Preflight's `Access-Control-Max-Age`, seconds.
+    pub max_age: Option<u32>,
+}
+
+/// An origin allowed by CORS.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OriginPattern {
+    /// `*`: every origin.
+    Any,
+    /// `https://app.example.com`, lower-cased, no trailing slash.
+    Exact(String),
+    /// `*.example.com`: any origin whose host is below it, either scheme;
+    /// stored as `.example.com`.
+    Subdomains(String),
+}
+
+impl OriginPattern {
+    /// Whether the request's `Origin` (as sent) is allowed.
+    pub fn allows(&self, origin: &str) -> bool {
+        match self {
+            OriginPattern::Any => true,
+            OriginPattern::Exact(allowed) => allowed.eq_ignore_ascii_case(origin),
+            OriginPattern::Subdomains(suffix) => {
+                let host = origin
+                    .strip_prefix("https://")
+                    .or_else(|| origin.strip_prefix("http://"))
+                    .unwrap_or_default();
+                // A port belongs to the origin, not to its host name.
+                let host = host.split(':').next().unwrap_or_default();
+                host.len() > suffix.len()
+                    && host
+                        .get(host.len() - suffix.len()..)
+                        .is_some_and(|end| end.eq_ignore_ascii_case(suffix))
+            }
+        }
+    }
+}
+
+impl fmt::Display for OriginPattern {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OriginPattern::Any => f.write_str("*"),
+            OriginPattern::Exact(origin) => f.write_str(origin),
+            OriginPattern::Subdomains(suffix) => write!(f, "*{suffix}"),
+        }
+    }
+}
+
+/// A location's settings as one source writes them. Each source reads its
+/// own syntax (a JSON type, or a label's text) and reports problems at the
+/// key as it names it; the values are checked by `read_middlewares`.
+pub trait WrittenSettings {
+    fn is_written(&self, key: &str) -> bool;
+    /// The key's value as text (a JSON string or number; a label).
+    fn text(&mut self, key: &str) -> Option<String>;
+    fn boolean(&mut self, key: &str) -> Option<bool>;
+    /// A list: a JSON array of strings; a comma-separated label.
+    fn list(&mut self, key: &str) -> Option<Vec<String>>;
+    /// The entries of a map whose keys start with `start`: (the name after
+    /// it, the value).
+    fn entries(&mut self, start: &str) -> Vec<(String, String)>;
+    /// Refuses the key's value for `reason`.
+    fn refuse(&mut self, key: &str, reason: String);
+}
+
+/// Reads every middleware key of a location; a refused value is reported
+/// and leaves its feature out.
+pub fn read_middlewares(written: &mut impl WrittenSettings) -> Middlewares {
+    Middlewares {
+        ip_allow: read_list(written, "ip_allow", network),
+        max_body_size: read_text(written, "max_body_size", body_size),
+        redirect: read_redirect(written),
+        response_headers: read_response_headers(written),
+        cors: read_cors(written),
+    }
+}
+
+fn read_text<T>(
+    written: &mut impl WrittenSettings,
+    key: &str,
+    parse: impl FnOnce(&str) -> Result<T, String>,
+) -> Option<T> {
+    let text = written.text(key)?;
+    parse(text.trim())
+        .map_err(|reason| written.refuse(key, reason))
+        .ok()
+}
+
+/// A non-empty list, every item valid (else refused whole).
+fn read_list<T>(
+    written: &mut impl WrittenSettings,
+    key: &str,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> Option<Vec<T>> {
+    let items = written.list(key)?;
+    if items.is_empty() {
+        written.refuse(key, "is empty".to_owned());
+        return None;
+    }
+    let parsed: Result<Vec<T>, String> = items.iter().map(|item| parse(item.trim())).collect();
+    parsed.map_err(|reason| written.refuse(key, reason)).ok()
+}
+
+/// A CIDR (`10.0.0.0/8`) or one address (`10.0.0.1`, taken as /32 or /128).
+pub fn network(text: &str) -> Result<IpNet, String> {
+    text.parse::<IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(IpNet::from))
+        .map_err(|_| format!("`{text}` is not a CIDR or an IP address"))
+}
+
+/// Bytes, or a number with `k`, `m` or `g` (KiB, MiB, GiB; `kb`, `MiB` and
+/// the like are read the same).
+pub fn body_size(text: &str) -> Result<u64, String> {
+    let lower = text.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(digits_end);
+    let unit_bytes: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size: bytes, or a number with k, m or g (such as 10m)"
+            ))
+        }
+    };
+    let size = digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|count| count.checked_mul(unit_bytes))
+        .ok_or_else(|| format!("`{text}` is not a size: bytes, or a number with k, m or g"))?;
+    match BODY_SIZES.contains(&size) {
+        true => Ok(size),
+        false => Err(format!("{size} bytes is outside 1 byte..1 TiB")),
+    }
+}
+
+fn read_redirect(written: &mut impl WrittenSettings) -> Option<Redirect> {
+    let regex = read_text(written, "redirect.regex", values::rewrite_pattern);
+    let replacement = written.text("redirect.replacement");
+    let permanent = written.boolean("redirect.permanent");
+    match (regex, replacement) {
+        (Some(regex), Some(replacement)) => Some(Redirect {
+            regex,
+            replacement,
+            permanent: permanent.unwrap_or(false),
+        }),
+        (None, None) if permanent.is_none() => None,
+        (_, None) => {
+            let reason = "a redirect needs redirect.replacement, the URL to send to".to_owned();
+            written.refuse("redirect.replacement", reason);
+            None
+        }
+        // A refused regex was reported already.
+        (None, Some(_)) if written.is_written("redirect.regex") => None,
+        (None, Some(_)) => {
+            let reason = "a redirect needs redirect.regex, the URLs it applies to".to_owned();
+            written.refuse("redirect.regex", reason);
+            None
+        }
+    }
+}
+
+fn read_response_headers(written: &mut impl WrittenSettings) -> ResponseHeaders {
+    let mut set = Vec::new();
+    for (name, value) in written.entries(RESPONSE_HEADER_SET_START) {
+        match values::header(&name, value.trim()) {
+            Ok(header) => set.push(header),
+            Err(reason) => written.refuse(&format!("{RESPONSE_HEADER_SET_START}{name}"), reason),
+        }
+    }
+    ResponseHeaders {
+        set,
+        remove: read_list(written, "headers.response.remove", header_name).unwrap_or_default(),
+        security: written.boolean("headers.security").unwrap_or(false),
+    }
+}
+
+fn header_name(text: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(text.as_bytes())
+        .map_err(|_| format!("`{text}` is not a valid header name"))
+}
+
+/// Methods a preflight allows when `cors.allow_methods` is not written:
+/// the CORS-safelisted ones.
+const DEFAULT_CORS_METHODS: &str = "GET, HEAD, POST";
+
+fn read_cors(written: &mut impl WrittenSettings) -> Option<Cors> {
+    let origins = read_list(written, "cors.allow_origins", origin_pattern);
+    let methods = read_list(written, "cors.allow_methods", |text| {
+        Method::from_bytes(text.as_bytes()).map_err(|_| format!("`{text}` is not an HTTP method"))
+    });
+    let headers = read_list(written, "cors.allow_headers", header_name);
+    let credentials = written.boolean("cors.allow_credentials");
+    let max_age = read_text(written, "cors.max_age", |text| {
+        values::whole_number(text, CORS_MAX_AGE_SECS)
+    });
+    let Some(allow_origins) = origins else {
+        let others = methods.is_some() || headers.is_some() || credentials.is_some();
+        if others || max_age.is_some() {
+            let reason = "CORS needs cors.allow_origins, the origins allowed".to_owned();
+            written.refuse("cors.allow_origins", reason);
+        }
+        return None;
+    };
+    let allow_credentials = credentials.unwrap_or(false);
+    if allow_credentials && allow_origins.contains(&OriginPattern::Any) {
+        let reason =
+            "`*` can't go with credentials (browsers refuse it): name the origins".to_owned();
+        written.refuse("cors.allow_credentials", reason);
+        return None;
+    }
+    let joined = |items: Vec<String>| {
+        HeaderValue::from_str(&items.join(", ")).expect("validated names and methods")
+    };
+    Some(Cors {
+        allow_origins,
+        allow_methods: methods.map_or(HeaderValue::from_static(DEFAULT_CORS_METHODS), |methods| {
+            joined(methods.iter().map(Method::to_string).collect())
+        }),
+        allow_headers: headers.map(|headers| {
+            joined(
+                headers
+                    .iter()
+                    .map(|name| name.as_str().to_owned())
+                    .collect(),
+            )
+        }),
+        allow_credentials,
+        max_age: max_age.map(|secs| secs as u32),
+    })
+}
+
+/// `*`, `*.example.com`, or an origin: `scheme://host[:port]`.
+pub fn origin_pattern(text: &str) -> Result<OriginPattern, String> {
+    if text == "*" {
+        return Ok(OriginPattern::Any);
+    }
+    if let Some(suffix) = text.strip_prefix("*.") {
+        values::host_pattern(suffix).map_err(|reason| format!("`{text}`: {reason}"))?;
+        return Ok(OriginPattern::Subdomains(format!(
+            ".{}",
+            suffix.to_ascii_lowercase()
+        )));
+    }
+    let origin = text.trim_end_matches('/').to_ascii_lowercase();
+    let well_formed = origin.split_once("://").is_some_and(|(scheme, host)| {
+        matches!(scheme, "http" | "https") && !host.is_empty() && !host.contains('/')
+    });
+    match well_formed {
+        true => Ok(OriginPattern::Exact(origin)),
+        false => Err(format!(
+            "`{text}` is not an origin: write scheme://host[:port], *.domain or *"
+        )),
+    }
+}
+
+#[cfg(test)]
+#[path = "middleware_tests.rs"]
+mod tests;

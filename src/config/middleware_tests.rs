@@ -1,0 +1,150 @@
+//! Middleware settings read from the routes file (labels are covered by
+//! the golden cases in tests/labels): every key, and every refusal at its
+//! key path.
+
+use super::*;
+use crate::config::parse_routes_file;
+
+/// The middlewares of the only location, or the problems of the file.
+fn read(settings: &str) -> Result<Middlewares, String> {
+    let file = format!(
+        r#"{{"host": {{"a.com": {{"location": {{"/": {{{settings},
+            "upstream": {{"127.0.0.1:9000": {{}}}}}}}}}}}}}}"#
+    );
+    parse_routes_file(&file)
+        .map(|hosts| hosts.hosts[0].locations[0].middlewares.clone())
+        .map_err(|errors| errors.to_string())
+}
+
+const AT: &str = r#"host."a.com".location."/""#;
+
+#[test]
+fn a_location_without_middlewares_has_none() {
+    assert!(read(r#""load_balancing": "round_robin""#)
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn every_key_is_read() {
+    let middlewares = read(
+        r#""ip_allow": ["10.0.0.0/8", "192.0.2.7"],
+           "max_body_size": "2m",
+           "redirect": {"regex": "^http://www\\.(.*)", "replacement": "http://$1", "permanent": true},
+           "headers": {"response": {"set": {"X-Frame-Options": "DENY"}, "remove": ["Server"]},
+                       "security": true},
+           "cors": {"allow_origins": ["https://app.example.com", "*.example.org"],
+                    "allow_methods": ["GET", "PUT"], "allow_headers": ["X-Token"],
+                    "allow_credentials": true, "max_age": 600}"#,
+    )
+    .unwrap();
+    let networks: Vec<String> = middlewares
+        .ip_allow
+        .unwrap()
+        .iter()
+        .map(IpNet::to_string)
+        .collect();
+    assert_eq!(networks, ["10.0.0.0/8", "192.0.2.7/32"]);
+    assert_eq!(middlewares.max_body_size, Some(2 << 20));
+    let redirect = middlewares.redirect.unwrap();
+    assert_eq!(redirect.regex.as_str(), "^http://www\\.(.*)");
+    assert_eq!(redirect.replacement, "http://$1");
+    assert!(redirect.permanent);
+    let headers = middlewares.response_headers;
+    assert_eq!(headers.set[0].0, "x-frame-options");
+    assert_eq!(headers.set[0].1, "DENY");
+    assert_eq!(headers.remove, ["server"]);
+    assert!(headers.security);
+    let cors = middlewares.cors.unwrap();
+    assert_eq!(
+        cors.allow_origins,
+        [
+            OriginPattern::Exact("https://app.example.com".into()),
+            OriginPattern::Subdomains(".example.org".into())
+        ]
+    );
+    assert_eq!(cors.allow_methods, "GET, PUT");
+    assert_eq!(cors.allow_headers.unwrap(), "x-token");
+    assert!(cors.allow_credentials);
+    assert_eq!(cors.max_age, Some(600));
+}
+
+#[test]
+fn bad_values_are_refused_at_their_key_path() {
+    let cases = [
+        (
+            r#""ip_allow": ["10.0.0.0/33"]"#,
+            format!("{AT}.ip_allow: `10.0.0.0/33` is not a CIDR or an IP address"),
+        ),
+        (
+            r#""ip_allow": "10.0.0.0/8""#,
+            format!("{AT}.ip_allow: expected an array of strings, found a string"),
+        ),
+        (
+            r#""max_body_size": "10q""#,
+            format!("{AT}.max_body_size: `10q` is not a size: bytes, or a number with k, m or g (such as 10m)"),
+        ),
+        (
+            r#""redirect": {"regex": "^(", "replacement": "/"}"#,
+            format!("{AT}.redirect.regex: unclosed group"),
+        ),
+        (
+            r#""redirect": {"regex": "^/old"}"#,
+            format!("{AT}.redirect.replacement: a redirect needs redirect.replacement, the URL to send to"),
+        ),
+        (
+            r#""headers": {"response": {"set": {"Bad Name": "x"}}}"#,
+            format!("{AT}.headers.response.set.\"Bad Name\": `Bad Name` is not a valid header name"),
+        ),
+        (
+            r#""cors": {"allow_origins": ["*"], "allow_credentials": true}"#,
+            format!("{AT}.cors.allow_credentials: `*` can't go with credentials (browsers refuse it): name the origins"),
+        ),
+        (
+            r#""cors": {"allow_methods": ["GET"]}"#,
+            format!("{AT}.cors.allow_origins: CORS needs cors.allow_origins, the origins allowed"),
+        ),
+        (
+            r#""cors": {"allow_origins": ["example.com"]}"#,
+            format!("{AT}.cors.allow_origins: `example.com` is not an origin: write scheme://host[:port], *.domain or *"),
+        ),
+        (
+            r#""cors": {"allow_origin": ["*"]}"#,
+            format!("{AT}.cors: unknown key `allow_origin` (did you mean `allow_origins`?)"),
+        ),
+        (
+            r#""redirekt": {}"#,
+            format!("{AT}: unknown key `redirekt` (did you mean `redirect`?)"),
+        ),
+    ];
+    for (settings, expected) in cases {
+        assert_eq!(read(settings).unwrap_err(), expected, "{settings}");
+    }
+}
+
+#[test]
+fn sizes_take_binary_units() {
+    assert_eq!(body_size("512"), Ok(512));
+    assert_eq!(body_size("64k"), Ok(64 << 10));
+    assert_eq!(body_size("10MB"), Ok(10 << 20));
+    assert_eq!(body_size("1GiB"), Ok(1 << 30));
+    assert!(body_size("0").is_err());
+    assert!(body_size("2048g").is_err(), "past 1 TiB");
+    assert!(body_size("99999999999999999999").is_err());
+    assert!(body_size("m").is_err());
+}
+
+#[test]
+fn origins_match_exactly_or_below_a_domain() {
+    let exact = origin_pattern("https://App.example.com/").unwrap();
+    assert!(exact.allows("https://app.example.com"));
+    assert!(!exact.allows("http://app.example.com"));
+    assert!(!exact.allows("https://app.example.com:8443"));
+    let below = origin_pattern("*.example.com").unwrap();
+    assert!(below.allows("https://a.example.com"));
+    assert!(below.allows("http://a.b.example.com:8080"));
+    assert!(!below.allows("https://example.com"));
+    assert!(!below.allows("https://badexample.com"));
+    assert!(!below.allows("null"));
+    assert!(origin_pattern("*").unwrap().allows("null"));
+}

@@ -1,0 +1,114 @@
+//! Per-location request handling, in a fixed order: the IP allow list,
+//! the declared body size, then the redirect and CORS preflight answered
+//! by dockhand, before the upstream; response header rules and CORS on the
+//! upstream's answer. Decisions only: what a refusal's status is, and how
+//! the request reaches here, is `proxy`'s. A location without middlewares
+//! never comes here (`Location::middlewares` is `None`).
+
+mod cors;
+mod redirect;
+mod response_headers;
+
+use std::net::IpAddr;
+
+use bytes::Bytes;
+use http::header::{CONTENT_LENGTH, ORIGIN};
+use http::{HeaderMap, HeaderValue, Method, Response, Uri};
+
+use crate::config::Middlewares;
+
+/// What the middlewares read of a request.
+pub struct RequestFacts<'a> {
+    /// The client's address as `--trusted-proxies` establish it.
+    pub client: IpAddr,
+    pub method: &'a Method,
+    /// `http` or `https`, as the client reached dockhand.
+    pub scheme: &'static str,
+    /// The request's host, as sent (with its port, if any).
+    pub host: &'a HeaderValue,
+    pub uri: &'a Uri,
+    pub headers: &'a HeaderMap,
+}
+
+/// Why a request is refused before its upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The client's address is not in `ip_allow`.
+    NotAllowed,
+    /// The declared body is over `max_body_size`.
+    BodyTooLarge,
+}
+
+/// What happens to a request, before its upstream.
+#[derive(Debug)]
+pub enum Verdict {
+    /// On to the upstream; what its answer will need.
+    Forward(Asked),
+    Refuse(Refusal),
+    /// Answered by dockhand: a redirect, a CORS preflight.
+    Answer(Response<Bytes>),
+}
+
+/// What the response rules need of the request, kept past it.
+#[derive(Debug, Default)]
+pub struct Asked {
+    /// The request's `Origin`, when the location has CORS.
+    origin: Option<HeaderValue>,
+}
+
+/// Runs the request side, in the documented order.
+pub fn before_upstream(middlewares: &Middlewares, request: &RequestFacts<'_>) -> Verdict {
+    if let Some(networks) = &middlewares.ip_allow {
+        if !networks.iter().any(|net| net.contains(&request.client)) {
+            return Verdict::Refuse(Refusal::NotAllowed);
+        }
+    }
+    if let Some(limit) = middlewares.max_body_size {
+        if declared_size(request.headers).is_some_and(|size| size > limit) {
+            return Verdict::Refuse(Refusal::BodyTooLarge);
+        }
+    }
+    if let Some(redirect) = &middlewares.redirect {
+        if let Some(answer) = redirect::answer(redirect, request) {
+            return Verdict::Answer(answer);
+        }
+    }
+    let mut asked = Asked::default();
+    if let Some(cors) = &middlewares.cors {
+        if let Some(preflight) = cors::preflight(cors, request) {
+            return Verdict::Answer(preflight);
+        }
+        asked.origin = request.headers.get(ORIGIN).cloned();
+    }
+    Verdict::Forward(asked)
+}
+
+/// Runs the response side on the upstream's answer.
+pub fn on_response(middlewares: &Middlewares, asked: &Asked, headers: &mut HeaderMap) {
+    response_headers::apply(&middlewares.response_headers, headers);
+    if let (Some(cors), Some(origin)) = (&middlewares.cors, &asked.origin) {
+        cors::allow(cors, origin, headers);
+    }
+}
+
+/// The request's `Content-Length`, when it declares one (the framing was
+/// checked before: a bad one never gets here).
+fn declared_size(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// A response of dockhand's own with no body.
+fn empty_answer(status: http::StatusCode) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::new());
+    *response.status_mut() = status;
+    response
+}
+
+#[cfg(test)]
+mod tests;
