@@ -33,3 +33,4 @@ mod provider;
 mod routes_file;
 mod socket_proxy;
 mod swarm;
+mod swarm_acme;

@@ -227,6 +227,21 @@ impl Engine {
         })
     }
 
+    /// The stdout and stderr of container `name` so far (a service's task
+    /// too), or why `docker logs` failed.
+    pub fn logs(&self, name: &str) -> String {
+        let mut command = self.command();
+        command.args(["logs", name]);
+        match output_within(command, DOCKER_TIMEOUT) {
+            Ok(output) => format!(
+                "{}{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            ),
+            Err(error) => format!("(docker logs failed: {error})"),
+        }
+    }
+
     /// Once per process: the engine answers, and what killed test processes
     /// left behind (their pid no longer runs) is removed.
     fn ready(&self) {
@@ -343,13 +358,23 @@ pub fn wait_until_within<T, E: Display>(
 
 /// Polls `check` every 50 ms until it gives `Ok`, for at most `limit`; its
 /// last answer. For where a panic won't do (a `drop`).
-pub fn poll_within<T, E>(limit: Duration, mut check: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+pub fn poll_within<T, E>(limit: Duration, check: impl FnMut() -> Result<T, E>) -> Result<T, E> {
+    poll_every(Duration::from_millis(50), limit, check)
+}
+
+/// As [`poll_within`], every `interval`: for a state that lasts only
+/// moments, which a test must see while it holds.
+pub fn poll_every<T, E>(
+    interval: Duration,
+    limit: Duration,
+    mut check: impl FnMut() -> Result<T, E>,
+) -> Result<T, E> {
     let started = Instant::now();
     loop {
         match check() {
             Ok(value) => return Ok(value),
             Err(error) if started.elapsed() >= limit => return Err(error),
-            Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => std::thread::sleep(interval),
         }
     }
 }
@@ -929,16 +954,7 @@ impl Container {
 
     /// Its stdout and stderr so far.
     pub fn logs(&self) -> String {
-        let mut command = self.engine.command();
-        command.args(["logs", &self.name]);
-        match output_within(command, DOCKER_TIMEOUT) {
-            Ok(output) => format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
-            Err(error) => format!("(docker logs failed: {error})"),
-        }
+        self.engine.logs(&self.name)
     }
 }
 

@@ -49,20 +49,6 @@ fn the_swarm_engine_runs_tasks_reachable_on_an_attachable_overlay() {
     }
 }
 
-/// A service of the test backend routed for `host` on `network`, its port
-/// named (as `support::routed_backend` is for a container).
-fn routed_service<'r>(
-    run: &'r TestRun,
-    name: &str,
-    host: &str,
-    network: &Network,
-) -> ServiceSpec<'r> {
-    run.service(name)
-        .label("dockhand.host", host)
-        .label("dockhand.port", &BACKEND_PORT.to_string())
-        .network(network)
-}
-
 /// dockhand in a container on the swarm engine, on `network`, in `mode`.
 fn dockhand_in_mode(run: &TestRun, network: &Network, mode: &str) -> DockhandInContainer {
     run.dockhand_in_container("dockhand", network, &["--docker-mode", mode])

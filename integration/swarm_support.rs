@@ -9,6 +9,13 @@
 //! run's sweep removes them with its containers; the `dockhand.*` labels go on
 //! the service (`--label`, a stack file's `deploy.labels`), where dockhand's
 //! swarm mode reads them.
+//!
+//! No ingress mesh here (this kernel has no IPVS, and the swarm engine sets no
+//! iptables rules), and two tasks on one node can't share a host-mode port:
+//! this machine reaches a task directly at its address on the engine's
+//! `docker_gwbridge` ([`gateway_bridge_address`]), a bridge it has a route to,
+//! and a task reaches this machine at the bridge's gateway
+//! ([`swarm_host_address`]).
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -62,10 +69,54 @@ impl TestRun {
         ServiceSpec {
             run: self,
             name: self.name(name),
+            image: backend_image(),
             replicas: 1,
             options: Vec::new(),
+            args: Vec::new(),
         }
     }
+
+    /// dockhand deployed as a service `<run id>-<name>` (one replica unless
+    /// told), as the README's stack runs it: `dockhand:test` with the
+    /// engine's socket mounted read-only, on `network`; `args` follow the
+    /// image's entrypoint.
+    pub fn dockhand_service(
+        &self,
+        name: &str,
+        network: &Network,
+        args: &[&str],
+    ) -> ServiceSpec<'_> {
+        let socket = self
+            .engine
+            .socket_path()
+            .expect("dockhand as a service needs the engine on a unix socket");
+        self.service(name)
+            .image(&dockhand_image())
+            .bind_mount(&socket, "/var/run/docker.sock", Access::ReadOnly)
+            .network(network)
+            .args(args)
+    }
+}
+
+/// How a bind mount may be used from the container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    ReadOnly,
+    ReadWrite,
+}
+
+/// A service of the test backend routed for `host` on `network`, its port
+/// named (as `support::routed_backend` is for a container).
+pub fn routed_service<'r>(
+    run: &'r TestRun,
+    name: &str,
+    host: &str,
+    network: &Network,
+) -> ServiceSpec<'r> {
+    run.service(name)
+        .label("dockhand.host", host)
+        .label("dockhand.port", &BACKEND_PORT.to_string())
+        .network(network)
 }
 
 /// A service being described; [`ServiceSpec::create`] creates it.
@@ -73,8 +124,11 @@ impl TestRun {
 pub struct ServiceSpec<'r> {
     run: &'r TestRun,
     name: String,
+    image: String,
     replicas: u32,
     options: Vec<String>,
+    /// After the image: its entrypoint's arguments.
+    args: Vec<String>,
 }
 
 impl ServiceSpec<'_> {
@@ -97,6 +151,30 @@ impl ServiceSpec<'_> {
         self
     }
 
+    /// The image its tasks run (the test backend's unless set).
+    pub fn image(mut self, image: &str) -> Self {
+        self.image = image.to_owned();
+        self
+    }
+
+    /// `source` on the node, at `target` in every task: with several
+    /// tasks on one node, a folder they all share.
+    pub fn bind_mount(mut self, source: &Path, target: &str, access: Access) -> Self {
+        let mut mount = format!("type=bind,source={},target={target}", source.display());
+        if access == Access::ReadOnly {
+            mount.push_str(",readonly");
+        }
+        self.options.push("--mount".to_string());
+        self.options.push(mount);
+        self
+    }
+
+    /// Arguments after the image (its entrypoint's).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|arg| arg.to_string()));
+        self
+    }
+
     /// `docker service create --detach`: it returns before the tasks run
     /// (see [`Service::wait_for_tasks`]). The image's HEALTHCHECK is off, so a
     /// task is running as soon as its process is, and a stopped task gets 1 s
@@ -116,7 +194,8 @@ impl ServiceSpec<'_> {
             "--stop-grace-period=1s".to_string(),
         ]);
         args.extend(self.options);
-        args.push(backend_image());
+        args.push(self.image);
+        args.extend(self.args);
         engine.docker(&args);
         Service {
             name: self.name,
@@ -187,14 +266,55 @@ impl Service {
         let cidr = self
             .engine
             .docker(["service", "inspect", "--format", &format, &self.name]);
-        let address = cidr.split('/').next().unwrap_or_default();
-        address.parse().unwrap_or_else(|_| {
+        address_of(&cidr).unwrap_or_else(|| {
             panic!(
                 "{} has no virtual IP on {}: {cidr:?}",
                 self.name, network.name
             )
         })
     }
+}
+
+/// The address of this machine where the swarm engine's tasks reach it: the
+/// gateway of its `docker_gwbridge`, which `integration/engine.sh` makes the
+/// address the swarm advertises.
+#[track_caller]
+pub fn swarm_host_address() -> IpAddr {
+    let address = SWARM.docker(["info", "--format", "{{.Swarm.NodeAddr}}"]);
+    address
+        .parse()
+        .unwrap_or_else(|_| panic!("the swarm's advertised address: {address:?}"))
+}
+
+/// The address of the task container `task` (its id, or the short id
+/// [`running_tasks`] gives) on `engine`'s `docker_gwbridge`. Every task on an
+/// overlay has one, though `docker inspect` of the task does not show it.
+#[track_caller]
+pub fn gateway_bridge_address(engine: &Engine, task: &str) -> IpAddr {
+    let endpoints = engine.docker([
+        "network",
+        "inspect",
+        "--format",
+        "{{json .Containers}}",
+        "docker_gwbridge",
+    ]);
+    let endpoints: serde_json::Value = serde_json::from_str(&endpoints)
+        .unwrap_or_else(|e| panic!("docker_gwbridge's endpoints: {e}: {endpoints}"));
+    let cidr = endpoints
+        .as_object()
+        .and_then(|endpoints| {
+            endpoints
+                .iter()
+                .find(|(container, _)| container.starts_with(task))
+        })
+        .and_then(|(_, endpoint)| endpoint["IPv4Address"].as_str())
+        .unwrap_or_else(|| panic!("{task} is not on docker_gwbridge: {endpoints}"));
+    address_of(cidr).unwrap_or_else(|| panic!("{task}'s address on docker_gwbridge: {cidr:?}"))
+}
+
+/// The address in `10.0.0.2/24`, as Docker shows an endpoint's.
+fn address_of(cidr: &str) -> Option<IpAddr> {
+    cidr.split('/').next()?.parse().ok()
 }
 
 /// The hostnames (short container ids, what the backend answers with) of
