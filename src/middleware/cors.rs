@@ -19,8 +19,7 @@ use crate::config::middleware::{Cors, OriginPattern};
 /// The answer to a preflight; `None` for any other request.
 pub fn preflight(cors: &Cors, request: &RequestFacts<'_>) -> Option<Response<Bytes>> {
     let headers = request.headers;
-    if *request.method != Method::OPTIONS || !headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD)
-    {
+    if *request.method != Method::OPTIONS || !headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD) {
         return None;
     }
     let origin = headers.get(ORIGIN)?;

@@ -35,8 +35,7 @@ impl Request {
     }
 
     fn header(mut self, name: &'static str, value: &'static str) -> Request {
-        self.headers
-            .append(name, HeaderValue::from_static(value));
+        self.headers.append(name, HeaderValue::from_static(value));
         self
     }
 

@@ -43,6 +43,8 @@ pub(super) struct RequestPlan {
     pub(super) counters: Arc<LocationCounters>,
     /// Its host's `Strict-Transport-Security`, for TLS clients.
     pub(super) hsts: Option<HeaderValue>,
+    /// The most body bytes a request may send (`max_body_size`).
+    pub(super) max_body_size: Option<u64>,
 }
 
 impl RequestPlan {
@@ -76,6 +78,10 @@ impl RequestPlan {
             upgrade: asked_upgrade.and_then(|asked| upgrade::forwarded(asked, &location.upgrades)),
             counters: counters.clone(),
             hsts: location.hsts.clone(),
+            max_body_size: location
+                .middlewares
+                .as_ref()
+                .and_then(|middlewares| middlewares.max_body_size),
         })
     }
 }
@@ -157,7 +163,8 @@ impl Sending {
             return Ok(Sending::Bodyless);
         }
         let body = ClientStream::new(body, client_body_timeout)
-            .counting_into(route.counters.bytes_in().clone());
+            .counting_into(route.counters.bytes_in().clone())
+            .limited_to(route.max_body_size);
         let retries_statuses = route
             .retry
             .as_ref()

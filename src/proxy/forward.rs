@@ -26,8 +26,10 @@ use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
 use super::to_https;
 use super::upgrade;
+use crate::config::Middlewares;
 use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
-use crate::metrics::Metrics;
+use crate::metrics::{LocationCounters, Metrics};
+use crate::middleware::{self, Refusal, RequestFacts, Verdict};
 use crate::resolve::ResolveHints;
 use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
 use crate::tls::TlsState;
@@ -119,7 +121,32 @@ async fn handle_inner(
     if let Some(redirect) = redirect_to_https(state, peer, &host, &wanted, record) {
         return Ok(redirect);
     }
-    let Some((first, route)) = choose_endpoint(state, &wanted).await? else {
+    let looked = look(state, &wanted)?;
+    let answer_rules = match looked.middlewares {
+        Some(guarded) => {
+            record.location = Some(guarded.location.clone());
+            record.counters = guarded.counters.clone();
+            let facts = RequestFacts {
+                client: peer.client_ip(request.headers()),
+                method: request.method(),
+                scheme: peer.scheme.as_str(),
+                host: &host,
+                uri: &client_uri,
+                headers: request.headers(),
+            };
+            match middleware::before_upstream(&guarded.middlewares, &facts) {
+                Verdict::Forward(asked) => Some((guarded.middlewares, asked)),
+                Verdict::Refuse(refusal) => return Err(refused(refusal)),
+                Verdict::Answer(answer) => return Ok(answer.map(ProxyBody::message)),
+            }
+        }
+        None => None,
+    };
+    let chosen = match looked.chosen {
+        Some(chosen) => Some(chosen),
+        None => choose_endpoint(state, &wanted).await?,
+    };
+    let Some((first, route)) = chosen else {
         return Err(nothing_to_serve(state, &wanted, record));
     };
     record.location = Some(route.location.clone());
@@ -208,6 +235,9 @@ async fn handle_inner(
         .inspect_err(|error| record.log_failed_try(&route.location, error))?;
     headers::remove_hop_by_hop(response.headers_mut());
     to_https::set_hsts(peer, route.hsts.as_ref(), response.headers_mut());
+    if let Some((middlewares, asked)) = &answer_rules {
+        middleware::on_response(middlewares, asked, response.headers_mut());
+    }
     if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
         upgrade::set_upgrade(response.headers_mut(), protocol);
         let upstream_upgrade = hyper::upgrade::on(&mut response);
@@ -320,29 +350,65 @@ fn nothing_to_serve(
     )
 }
 
+/// One look at the request's location: an endpoint, if it has one now,
+/// and its middlewares, if it has any.
+struct Looked {
+    chosen: Option<(Arc<Endpoint>, RequestPlan)>,
+    middlewares: Option<Guarded>,
+    /// It has upstream names, which may get an address soon.
+    has_names: bool,
+}
+
+/// A location's middlewares, with what its refusals count under.
+struct Guarded {
+    middlewares: Arc<Middlewares>,
+    location: Arc<str>,
+    counters: Arc<LocationCounters>,
+}
+
+/// Looks the request's location up once. When it has no endpoint, its
+/// names are resolved again. No host or location fails at once.
+fn look(state: &ProxyState, wanted: &Wanted<'_>) -> Result<Looked, ProxyError> {
+    let table = state.router.current();
+    let location = find(&table, wanted)?;
+    let counters = location.counters(&state.metrics);
+    let middlewares = location.middlewares.as_ref().map(|middlewares| Guarded {
+        middlewares: middlewares.clone(),
+        location: location.prefix.clone(),
+        counters: counters.clone(),
+    });
+    let chosen = match location.upstreams.pick(&[]) {
+        Some(endpoint) => {
+            let plan = RequestPlan::of(location, counters, wanted.uri, wanted.upgrade)?;
+            Some((endpoint, plan))
+        }
+        None => {
+            for name in location.upstreams.names() {
+                state.resolve_hints.no_upstream(name);
+            }
+            None
+        }
+    };
+    Ok(Looked {
+        chosen,
+        middlewares,
+        has_names: !location.upstreams.names().is_empty(),
+    })
+}
+
 /// Picks an endpoint for the request's location. When there is none, has
 /// its names resolved again (every `NAME_RETRY_INTERVAL` while it waits) and
-/// waits for the route table to change, until the deadline (`Ok(None)`). No
-/// host or location fails at once.
+/// waits for the route table to change, until the deadline (`Ok(None)`).
 async fn choose_endpoint(
     state: &ProxyState,
     wanted: &Wanted<'_>,
 ) -> Result<Option<(Arc<Endpoint>, RequestPlan)>, ProxyError> {
     let mut changes = None;
     loop {
-        let has_names = {
-            let table = state.router.current();
-            let location = find(&table, wanted)?;
-            if let Some(endpoint) = location.upstreams.pick(&[]) {
-                let counters = location.counters(&state.metrics);
-                let plan = RequestPlan::of(location, counters, wanted.uri, wanted.upgrade)?;
-                return Ok(Some((endpoint, plan)));
-            }
-            for name in location.upstreams.names() {
-                state.resolve_hints.no_upstream(name);
-            }
-            !location.upstreams.names().is_empty()
-        };
+        let looked = look(state, wanted)?;
+        if let Some(chosen) = looked.chosen {
+            return Ok(Some(chosen));
+        }
         let changes = match &mut changes {
             // Subscribe, then look once more, so a swap in between is not missed.
             None => {
@@ -352,7 +418,7 @@ async fn choose_endpoint(
             Some(changes) => changes,
         };
         let now = tokio::time::Instant::now();
-        let wake = match has_names {
+        let wake = match looked.has_names {
             true => (now + NAME_RETRY_INTERVAL).min(wanted.deadline),
             false => wanted.deadline,
         };
@@ -363,6 +429,14 @@ async fn choose_endpoint(
             // Ask again: the name's new address may just have appeared.
             Err(_) => {}
         }
+    }
+}
+
+/// The error a middleware's refusal is answered with.
+fn refused(refusal: Refusal) -> ProxyError {
+    match refusal {
+        Refusal::NotAllowed => ErrorKind::NotAllowed.into(),
+        Refusal::BodyTooLarge => ErrorKind::BodyTooLarge.into(),
     }
 }
 

@@ -8,7 +8,8 @@ use std::sync::{Arc, OnceLock};
 use http::HeaderValue;
 
 use crate::config::{
-    DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite, Upgrades,
+    DesiredHosts, HostConfig, HostPattern, LocationConfig, Middlewares, ProviderId, Retry, Rewrite,
+    Upgrades,
 };
 use crate::metrics::{LocationCounters, Metrics};
 use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
@@ -41,6 +42,9 @@ pub struct Location {
     pub rewrite: Option<Rewrite>,
     /// The protocols a client may switch to; any other `Upgrade` is not forwarded.
     pub upgrades: Upgrades,
+    /// What it does to requests besides forwarding them; `None` for the
+    /// many locations that set none, whose requests never look further.
+    pub middlewares: Option<Arc<Middlewares>>,
     /// Its host as configured (`*.example.com`), for metrics.
     pub host: Arc<str>,
     /// Its host's `https_redirect`: plain HTTP goes to HTTPS while the
@@ -195,6 +199,7 @@ fn build_location(
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
         upgrades: config.upgrades.clone(),
+        middlewares: (!config.middlewares.is_empty()).then(|| Arc::new(config.middlewares.clone())),
         host: host.pattern.to_string().into(),
         https_redirect: host.https_redirect,
         // Digits and directive names: always a valid header value.

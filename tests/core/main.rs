@@ -27,6 +27,7 @@ mod infra_faults;
 mod lifecycle;
 mod load;
 mod metrics;
+mod middlewares;
 mod own_http1;
 mod protocols;
 mod resolve;

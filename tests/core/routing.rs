@@ -181,6 +181,7 @@ async fn a_location_without_upstreams_answers_503_no_healthy_upstream() {
         rewrite: None,
         health_check: Default::default(),
         upgrades: Default::default(),
+        middlewares: Default::default(),
         upstreams: Vec::new(),
         upstreams_move: true,
         containers: Vec::new(),

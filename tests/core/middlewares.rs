@@ -1,0 +1,199 @@
+//! Per-location middlewares end to end (issue 16), from the routes file:
+//! an IP allow list on the client address `--trusted-proxies` establish, a
+//! body limit on declared and streamed bodies, a redirect, response header
+//! rules and CORS. What is refused or answered by dockhand never reaches
+//! the upstream; a location without middlewares is served as before.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::StatusCode;
+use http_body_util::{BodyExt, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::Response;
+use serde_json::json;
+
+use dockhand::settings::Settings;
+
+use crate::support::*;
+
+/// A backend that reads each request's body before answering with its
+/// length, so a body cut by dockhand is seen as such.
+async fn body_reading_backend() -> Backend {
+    Backend::start(|request: http::Request<Incoming>| async move {
+        let answer = match request.into_body().collect().await {
+            Ok(body) => body.to_bytes().len().to_string(),
+            Err(_) => "cut".to_owned(),
+        };
+        Response::builder()
+            .header("x-server", "app/1.0")
+            .body(full(answer))
+            .unwrap()
+    })
+    .await
+}
+
+fn routes(upstream: SocketAddr, location: serde_json::Value) -> String {
+    let mut guarded = location;
+    guarded["upstream"] = json!({upstream.to_string(): {}});
+    json!({"host": {"example.com": {"location": {
+        "/guarded": guarded,
+        "/": {"upstream": {upstream.to_string(): {}}}
+    }}}})
+    .to_string()
+}
+
+#[tokio::test]
+async fn ip_allow_refuses_other_clients_with_403_before_the_upstream() {
+    let backend = Backend::echo("app").await;
+    let routes = routes(backend.addr, json!({"ip_allow": ["10.0.0.0/8"]}));
+    let proxy = Proxy::start(&routes).await;
+    let refused = get(proxy.addr, "example.com", "/guarded/page").await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN);
+    assert_eq!(refused.header("x-dockhand-error"), "not_allowed");
+    assert_eq!(backend.request_count(), 0);
+    // The host's other location is not guarded.
+    assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+
+    // Behind a trusted proxy, the client it speaks for is checked.
+    let settings = Settings {
+        trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
+        ..test_settings()
+    };
+    let behind = Proxy::start_with(&routes, settings).await;
+    let from = |client: &str| {
+        request("GET", "example.com", "/guarded")
+            .header("x-forwarded-for", client)
+            .body(empty())
+            .unwrap()
+    };
+    assert_eq!(send(behind.addr, from("10.1.2.3")).await.status, 200);
+    assert_eq!(send(behind.addr, from("192.0.2.8")).await.status, 403);
+    // A claim made up before an untrusted address does not count.
+    let made_up = from("10.1.2.3, 192.0.2.8");
+    assert_eq!(send(behind.addr, made_up).await.status, 403);
+}
+
+#[tokio::test]
+async fn bodies_over_max_body_size_are_refused_declared_or_streamed() {
+    let backend = body_reading_backend().await;
+    let proxy = Proxy::start(&routes(backend.addr, json!({"max_body_size": "1k"}))).await;
+    let post = |body: TestBody| {
+        request("POST", "example.com", "/guarded")
+            .body(body)
+            .unwrap()
+    };
+    let declared = send(proxy.addr, post(full(vec![b'x'; 1025]))).await;
+    assert_eq!(declared.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(declared.header("x-dockhand-error"), "body_too_large");
+    assert_eq!(backend.request_count(), 0, "refused before the upstream");
+    let within = send(proxy.addr, post(full(vec![b'x'; 1024]))).await;
+    assert_eq!(
+        (within.status, within.text()),
+        (StatusCode::OK, "1024".into())
+    );
+
+    // Chunked, no length declared: cut once past the limit.
+    let chunks = (0..4).map(|_| Ok(Frame::data(Bytes::from(vec![b'y'; 400]))));
+    let streamed = StreamBody::new(futures_util::stream::iter(chunks));
+    let streamed = send(proxy.addr, post(streamed.boxed_unsync())).await;
+    assert_eq!(streamed.status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(streamed.header("x-dockhand-error"), "body_too_large");
+}
+
+#[tokio::test]
+async fn a_redirect_answers_before_the_upstream() {
+    let backend = Backend::echo("app").await;
+    let routes = json!({"host": {"www.example.com": {"location": {"/": {
+        "redirect": {"regex": "^http://www\\.([^/]+)/(.*)", "replacement": "https://$1/$2",
+                     "permanent": true},
+        "upstream": {backend.addr.to_string(): {}}
+    }}}}})
+    .to_string();
+    let proxy = Proxy::start(&routes).await;
+    let moved = get(proxy.addr, "www.example.com", "/docs?page=2").await;
+    assert_eq!(moved.status, StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(moved.header("location"), "https://example.com/docs?page=2");
+    assert_eq!(backend.request_count(), 0);
+}
+
+#[tokio::test]
+async fn response_rules_and_the_security_preset_apply_to_the_upstreams_answer() {
+    let backend = body_reading_backend().await;
+    let routes = routes(
+        backend.addr,
+        json!({"headers": {"response": {"remove": ["X-Server"],
+                                        "set": {"Content-Security-Policy": "default-src 'self'"}},
+                           "security": true}}),
+    );
+    let proxy = Proxy::start(&routes).await;
+    let reply = get(proxy.addr, "example.com", "/guarded").await;
+    assert_eq!(reply.status, 200);
+    assert!(!reply.headers.contains_key("x-server"));
+    assert_eq!(
+        reply.header("content-security-policy"),
+        "default-src 'self'"
+    );
+    assert_eq!(reply.header("x-content-type-options"), "nosniff");
+    assert_eq!(reply.header("x-frame-options"), "SAMEORIGIN");
+    assert_eq!(
+        reply.header("referrer-policy"),
+        "strict-origin-when-cross-origin"
+    );
+    // Not on the location without them.
+    let plain = get(proxy.addr, "example.com", "/").await;
+    assert_eq!(plain.header("x-server"), "app/1.0");
+    assert!(!plain.headers.contains_key("x-content-type-options"));
+}
+
+#[tokio::test]
+async fn cors_preflights_are_answered_by_dockhand_and_answers_allow_the_origin() {
+    let backend = Backend::echo("app").await;
+    let routes = routes(
+        backend.addr,
+        json!({"cors": {"allow_origins": ["https://app.example.org"],
+                        "allow_methods": ["GET", "DELETE"], "max_age": 300}}),
+    );
+    let proxy = Proxy::start(&routes).await;
+    let preflight = request("OPTIONS", "example.com", "/guarded/item")
+        .header("origin", "https://app.example.org")
+        .header("access-control-request-method", "DELETE")
+        .body(empty())
+        .unwrap();
+    let answered = send(proxy.addr, preflight).await;
+    assert_eq!(answered.status, StatusCode::NO_CONTENT);
+    assert_eq!(
+        answered.header("access-control-allow-origin"),
+        "https://app.example.org"
+    );
+    assert_eq!(
+        answered.header("access-control-allow-methods"),
+        "GET, DELETE"
+    );
+    assert_eq!(answered.header("access-control-max-age"), "300");
+    assert_eq!(
+        backend.request_count(),
+        0,
+        "a preflight never reaches the upstream"
+    );
+
+    let from = |origin: &str| {
+        request("GET", "example.com", "/guarded/item")
+            .header("origin", origin)
+            .body(empty())
+            .unwrap()
+    };
+    let allowed = send(proxy.addr, from("https://app.example.org")).await;
+    assert_eq!(allowed.status, 200);
+    assert_eq!(
+        allowed.header("access-control-allow-origin"),
+        "https://app.example.org"
+    );
+    assert_eq!(allowed.header("vary"), "Origin");
+    let stranger = send(proxy.addr, from("https://evil.test")).await;
+    assert_eq!(
+        stranger.status, 200,
+        "served; the browser keeps it from the page"
+    );
+    assert!(!stranger.headers.contains_key("access-control-allow-origin"));
+}
