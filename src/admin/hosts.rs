@@ -9,9 +9,11 @@ use std::time::SystemTime;
 use serde_json::{json, Map, Value};
 
 use super::AdminState;
+use http::HeaderValue;
+
 use crate::config::{
-    ContainerRef, HostConfig, LoadBalancing, LocationConfig, Protocol, ProviderId, Retry, Rewrite,
-    UpstreamConfig, UpstreamTarget,
+    ContainerRef, HostConfig, LoadBalancing, LocationConfig, Middlewares, Protocol, ProviderId,
+    Retry, Rewrite, UpstreamConfig, UpstreamTarget,
 };
 use crate::routes::{Location, Snapshot, Swap};
 use crate::upstream::{CheckSettings, Destination, Endpoint};
@@ -127,8 +129,52 @@ fn location_view(
         "rewrite": config.rewrite.as_ref().map(rewrite_view),
         "health_check": {"enabled": checks.enabled, "interval_secs": checks.interval.as_secs()},
         "upgrades": config.upgrades.protocols(),
+        "middlewares": middlewares_view(&config.middlewares),
         "upstream": upstreams,
     })
+}
+
+/// A location's middlewares in the routes file's shape; only those set.
+fn middlewares_view(middlewares: &Middlewares) -> Value {
+    let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
+    let mut view = Map::new();
+    if let Some(networks) = &middlewares.ip_allow {
+        let networks: Vec<String> = networks.iter().map(ToString::to_string).collect();
+        view.insert("ip_allow".into(), networks.into());
+    }
+    if let Some(size) = middlewares.max_body_size {
+        view.insert("max_body_size".into(), size.into());
+    }
+    if let Some(redirect) = &middlewares.redirect {
+        view.insert(
+            "redirect".into(),
+            json!({"regex": redirect.regex.as_str(), "replacement": redirect.replacement,
+                   "permanent": redirect.permanent}),
+        );
+    }
+    let headers = &middlewares.response_headers;
+    if !headers.is_empty() {
+        let set: Map<String, Value> = headers
+            .set
+            .iter()
+            .map(|(name, value)| (name.to_string(), text(value).into()))
+            .collect();
+        let remove: Vec<&str> = headers.remove.iter().map(|name| name.as_str()).collect();
+        view.insert(
+            "headers".into(),
+            json!({"response": {"set": set, "remove": remove}, "security": headers.security}),
+        );
+    }
+    if let Some(cors) = &middlewares.cors {
+        let origins: Vec<String> = cors.allow_origins.iter().map(ToString::to_string).collect();
+        view.insert(
+            "cors".into(),
+            json!({"allow_origins": origins, "allow_methods": text(&cors.allow_methods),
+                   "allow_headers": cors.allow_headers.as_ref().map(text),
+                   "allow_credentials": cors.allow_credentials, "max_age": cors.max_age}),
+        );
+    }
+    Value::Object(view)
 }
 
 fn container_view(container: &ContainerRef) -> Value {

@@ -287,7 +287,8 @@ impl ProxyError {
         )
     }
 
-    /// Reading the client's body failed: the client's fault, never counted
+    /// Reading the client's body failed (or it was too large): the
+    /// client's fault, never counted
     /// against an upstream nor tried on another.
     pub fn is_client_fault(&self) -> bool {
         matches!(
@@ -475,7 +476,11 @@ mod tests {
 
     #[test]
     fn only_client_body_failures_are_the_clients_faults() {
-        let clients = [ErrorKind::BadRequestBody, ErrorKind::RequestBodyTimeout];
+        let clients = [
+            ErrorKind::BadRequestBody,
+            ErrorKind::RequestBodyTimeout,
+            ErrorKind::BodyTooLarge,
+        ];
         for kind in ErrorKind::ALL {
             let error = ProxyError::from(kind);
             assert_eq!(error.is_client_fault(), clients.contains(&kind), "{kind:?}");

@@ -57,7 +57,9 @@ async fn hosts_show_the_routes_file_shape_with_each_address_and_its_state() {
             "/": {{"retry": {{"attempts": 2}}, "health_check": {{"interval_secs": 1}},
                    "upstream": {{"{}": {{"weight": 3}}}}}},
             "/hold": {{"health_check": {{"enabled": false}}, "upstream": {{"{}": {{}}}}}},
-            "/named": {{"upstream": {{"app.test:8080": {{}}}}}}
+            "/named": {{"ip_allow": ["10.0.0.0/8"], "max_body_size": "1m",
+                        "headers": {{"security": true}},
+                        "upstream": {{"app.test:8080": {{}}}}}}
         }}}}}}}}"#,
         backend.addr, held.addr
     );
@@ -79,6 +81,13 @@ async fn hosts_show_the_routes_file_shape_with_each_address_and_its_state() {
     );
     assert_eq!(root["load_balancing"], "round_robin");
     assert_eq!(root["health_check"]["interval_secs"], 1);
+    assert_eq!(root["middlewares"], serde_json::json!({}));
+    // Middlewares in the routes file's shape, only those set.
+    assert_eq!(
+        host["location"]["/named"]["middlewares"],
+        serde_json::json!({"ip_allow": ["10.0.0.0/8"], "max_body_size": 1048576,
+            "headers": {"response": {"set": {}, "remove": []}, "security": true}})
+    );
     let upstream = &root["upstream"][backend.addr.to_string()];
     assert_eq!(upstream["weight"], 3);
     assert_eq!(upstream["protocol"], "http1");

@@ -252,6 +252,9 @@ fn render_location(location: &LocationConfig) -> Value {
     if location.upgrades != Upgrades::default() {
         rendered.insert("upgrades".into(), json!(location.upgrades.protocols()));
     }
+    if !location.middlewares.is_empty() {
+        rendered.insert("middlewares".into(), json!(location.middlewares.describe()));
+    }
     let upstreams: Vec<Value> = location.upstreams.iter().map(render_upstream).collect();
     rendered.insert("upstreams".into(), Value::Array(upstreams));
     Value::Object(rendered)
