@@ -73,3 +73,10 @@ pub struct ProtocolLabels {
 pub struct VersionLabels {
     pub version: &'static str,
 }
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub host: Arc<str>,
+    /// The middleware that refused: `ip_allow`, `max_body_size`...
+    pub feature: &'static str,
+}

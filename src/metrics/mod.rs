@@ -30,7 +30,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
 use labels::{
-    ActionLabels, DialLabels, DnsLabels, ProtocolLabels, ReasonLabels, ResultLabels, VersionLabels,
+    ActionLabels, DialLabels, DnsLabels, ProtocolLabels, ReasonLabels, RefusalLabels, ResultLabels,
+    VersionLabels,
 };
 use requests::RequestFamilies;
 
@@ -158,6 +159,7 @@ pub struct Metrics {
     unmatched: Arc<LocationCounters>,
     retries: Family<ReasonLabels, Counter>,
     errors: Family<ReasonLabels, Counter>,
+    refusals: Family<RefusalLabels, Counter>,
     dns_lookups: Family<DnsLabels, Counter>,
     srv_lookups: Family<ResultLabels, Counter>,
     srv_dial_attempts: Family<DialLabels, Counter>,
@@ -194,6 +196,7 @@ impl Metrics {
             unmatched,
             retries: Family::default(),
             errors: Family::default(),
+            refusals: Family::default(),
             dns_lookups: Family::default(),
             srv_lookups: Family::default(),
             srv_dial_attempts: Family::default(),
@@ -275,6 +278,11 @@ impl Metrics {
             "errors",
             "Statuses dockhand answered itself, by x-dockhand-error reason",
             self.errors.clone(),
+        );
+        registry.register(
+            "middleware_refusals",
+            "Requests a location's middleware refused, by host pattern and middleware",
+            self.refusals.clone(),
         );
         registry.register(
             "dns_lookups",
@@ -367,6 +375,13 @@ impl Metrics {
     /// dockhand answered a request itself with `reason`.
     pub fn error(&self, reason: &'static str) {
         self.errors.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// A request of `host` (its pattern) refused by the middleware `feature`.
+    pub fn refused(&self, host: Arc<str>, feature: &'static str) {
+        self.refusals
+            .get_or_create(&RefusalLabels { host, feature })
+            .inc();
     }
 
     /// A DNS query of `record` type (`A/AAAA`, `SRV`) ended with `result`.

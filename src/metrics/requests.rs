@@ -60,6 +60,11 @@ impl LocationCounters {
     }
 
     /// Where the request body bytes read from clients are counted.
+    /// The host pattern its requests count under.
+    pub fn host(&self) -> &Arc<str> {
+        &self.host
+    }
+
     pub fn bytes_in(&self) -> &Counter {
         &self.bytes_in
     }

@@ -297,6 +297,16 @@ impl ProxyError {
         )
     }
 
+    /// The middleware that refused the request, if one did (as its key
+    /// is written: `ip_allow`, `max_body_size`).
+    pub fn refused_by(&self) -> Option<&'static str> {
+        match self.kind {
+            ErrorKind::NotAllowed => Some("ip_allow"),
+            ErrorKind::BodyTooLarge => Some("max_body_size"),
+            _ => None,
+        }
+    }
+
     /// The upstream left its location while being connected to: nothing
     /// was sent, and nothing is held against it.
     pub fn is_upstream_left(&self) -> bool {

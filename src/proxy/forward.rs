@@ -88,6 +88,11 @@ pub async fn handle(
             Ok(response) => response,
             Err(error) => {
                 state.metrics.error(error.reason());
+                if let Some(feature) = error.refused_by() {
+                    state
+                        .metrics
+                        .refused(record.counters.host().clone(), feature);
+                }
                 record.error = Some(error.reason());
                 record.cause = error.cause_text();
                 error.into_response(ProxyBody::message)

@@ -54,6 +54,8 @@ async fn ip_allow_refuses_other_clients_with_403_before_the_upstream() {
     assert_eq!(backend.request_count(), 0);
     // The host's other location is not guarded.
     assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+    let refusals = r#"dockhand_middleware_refusals_total{host="example.com",feature="ip_allow"}"#;
+    wait_for_series(proxy.admin, refusals, 1.0).await;
 
     // Behind a trusted proxy, the client it speaks for is checked.
     let settings = Settings {
@@ -99,6 +101,9 @@ async fn bodies_over_max_body_size_are_refused_declared_or_streamed() {
     let streamed = send(proxy.addr, post(streamed.boxed_unsync())).await;
     assert_eq!(streamed.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(streamed.header("x-dockhand-error"), "body_too_large");
+    let refusals =
+        r#"dockhand_middleware_refusals_total{host="example.com",feature="max_body_size"}"#;
+    wait_for_series(proxy.admin, refusals, 2.0).await;
 }
 
 #[tokio::test]
