@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use super::AdminState;
 use http::HeaderValue;
 
+use crate::config::middleware::RateLimitKey;
 use crate::config::{
     ContainerRef, HostConfig, LoadBalancing, LocationConfig, Middlewares, Protocol, ProviderId,
     Retry, Rewrite, UpstreamConfig, UpstreamTarget,
@@ -141,6 +142,17 @@ fn middlewares_view(middlewares: &Middlewares) -> Value {
     if let Some(networks) = &middlewares.ip_allow {
         let networks: Vec<String> = networks.iter().map(ToString::to_string).collect();
         view.insert("ip_allow".into(), networks.into());
+    }
+    if let Some(limit) = &middlewares.rate_limit {
+        let by = match &limit.by {
+            RateLimitKey::Client => "client".to_owned(),
+            RateLimitKey::Header(name) => format!("header:{name}"),
+        };
+        view.insert(
+            "rate_limit".into(),
+            json!({"average": limit.average, "burst": limit.burst,
+                   "period_ms": limit.period.as_millis() as u64, "by": by}),
+        );
     }
     if let Some(size) = middlewares.max_body_size {
         view.insert("max_body_size".into(), size.into());

@@ -8,16 +8,22 @@
 
 use std::fmt;
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, Method};
 use ipnet::IpNet;
 use regex::Regex;
 
+use super::durations::parse_duration;
 use super::values;
 
 /// Every middleware key of a location, besides the maps below.
 pub const MIDDLEWARE_KEYS: &[&str] = &[
     "ip_allow",
+    "rate_limit.average",
+    "rate_limit.burst",
+    "rate_limit.period",
+    "rate_limit.by",
     "max_body_size",
     "redirect.regex",
     "redirect.replacement",
@@ -44,6 +50,11 @@ pub fn is_middleware_key(key: &str) -> bool {
 
 /// The most a body limit may be: 1 TiB, past any real upload.
 const BODY_SIZES: RangeInclusive<u64> = 1..=(1 << 40);
+/// Requests a rate limit may allow per period, and the most it may let
+/// through at once.
+const RATE_LIMIT_COUNTS: RangeInclusive<u64> = 1..=1_000_000;
+const RATE_LIMIT_PERIODS: RangeInclusive<Duration> =
+    Duration::from_millis(1)..=Duration::from_secs(86_400);
 /// CORS preflight answers may be cached for up to a day (browsers cap lower).
 const CORS_MAX_AGE_SECS: RangeInclusive<u64> = 0..=86_400;
 
@@ -53,6 +64,7 @@ const CORS_MAX_AGE_SECS: RangeInclusive<u64> = 0..=86_400;
 pub struct Middlewares {
     /// Only clients in these networks are served (`403` otherwise).
     pub ip_allow: Option<Vec<IpNet>>,
+    pub rate_limit: Option<RateLimit>,
     /// Bytes; a request body past it is answered `413`.
     pub max_body_size: Option<u64>,
     pub redirect: Option<Redirect>,
@@ -72,6 +84,9 @@ impl Middlewares {
         if let Some(networks) = &self.ip_allow {
             let networks: Vec<String> = networks.iter().map(IpNet::to_string).collect();
             described.push(format!("ip_allow {}", networks.join(",")));
+        }
+        if let Some(limit) = &self.rate_limit {
+            described.push(format!("rate_limit {limit}"));
         }
         if let Some(size) = self.max_body_size {
             described.push(format!("max_body_size {size}"));
@@ -116,6 +131,40 @@ impl Middlewares {
             ));
         }
         described
+    }
+}
+
+/// A token bucket per client (or per value of a header): `average`
+/// requests per `period` on the whole, up to `burst` at once; past it, `429`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RateLimit {
+    pub average: u32,
+    pub burst: u32,
+    pub period: Duration,
+    pub by: RateLimitKey,
+}
+
+/// Whose requests share a bucket.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum RateLimitKey {
+    /// The client's address (as `--trusted-proxies` establish it).
+    Client,
+    /// The value of this request header; requests without it count by
+    /// their client's address.
+    Header(HeaderName),
+}
+
+impl fmt::Display for RateLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} per {:?}, burst {}, by ",
+            self.average, self.period, self.burst
+        )?;
+        match &self.by {
+            RateLimitKey::Client => f.write_str("client"),
+            RateLimitKey::Header(name) => write!(f, "header:{name}"),
+        }
     }
 }
 
@@ -238,6 +287,7 @@ pub trait WrittenSettings {
 pub fn read_middlewares(written: &mut impl WrittenSettings) -> Middlewares {
     Middlewares {
         ip_allow: read_list(written, "ip_allow", network),
+        rate_limit: read_rate_limit(written),
         max_body_size: read_text(written, "max_body_size", body_size),
         redirect: read_redirect(written),
         response_headers: read_response_headers(written),
@@ -306,6 +356,49 @@ pub fn body_size(text: &str) -> Result<u64, String> {
         true => Ok(size),
         false => Err(format!("{size} bytes is outside 1 byte..1 TiB")),
     }
+}
+
+fn read_rate_limit(written: &mut impl WrittenSettings) -> Option<RateLimit> {
+    let count = |text: &str| values::whole_number(text, RATE_LIMIT_COUNTS).map(|n| n as u32);
+    let average = read_text(written, "rate_limit.average", count);
+    let burst = read_text(written, "rate_limit.burst", count);
+    let period = read_text(written, "rate_limit.period", |text| {
+        let period = parse_duration(text)?;
+        match RATE_LIMIT_PERIODS.contains(&period) {
+            true => Ok(period),
+            false => Err(format!("`{text}` is outside 1ms..24h")),
+        }
+    });
+    let by = read_text(written, "rate_limit.by", rate_limit_key);
+    let others_written = ["rate_limit.burst", "rate_limit.period", "rate_limit.by"]
+        .iter()
+        .any(|key| written.is_written(key));
+    let Some(average) = average else {
+        if others_written && !written.is_written("rate_limit.average") {
+            let reason =
+                "a rate limit needs rate_limit.average, the requests allowed per period".to_owned();
+            written.refuse("rate_limit.average", reason);
+        }
+        return None;
+    };
+    Some(RateLimit {
+        average,
+        // As many at once as in a period, unless told otherwise.
+        burst: burst.unwrap_or(average),
+        period: period.unwrap_or(Duration::from_secs(1)),
+        by: by.unwrap_or(RateLimitKey::Client),
+    })
+}
+
+/// `client`, or `header:<Header-Name>`.
+pub fn rate_limit_key(text: &str) -> Result<RateLimitKey, String> {
+    if text == "client" {
+        return Ok(RateLimitKey::Client);
+    }
+    let name = text
+        .strip_prefix("header:")
+        .ok_or_else(|| format!("`{text}`: expected `client` or `header:<Header-Name>`"))?;
+    header_name(name.trim()).map(RateLimitKey::Header)
 }
 
 fn read_redirect(written: &mut impl WrittenSettings) -> Option<Redirect> {

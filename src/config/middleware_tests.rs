@@ -30,6 +30,7 @@ fn every_key_is_read() {
     let middlewares = read(
         r#""ip_allow": ["10.0.0.0/8", "192.0.2.7"],
            "max_body_size": "2m",
+           "rate_limit": {"average": 100, "period": "1m", "by": "header:X-Api-Key"},
            "redirect": {"regex": "^http://www\\.(.*)", "replacement": "http://$1", "permanent": true},
            "headers": {"response": {"set": {"X-Frame-Options": "DENY"}, "remove": ["Server"]},
                        "security": true},
@@ -46,6 +47,15 @@ fn every_key_is_read() {
         .collect();
     assert_eq!(networks, ["10.0.0.0/8", "192.0.2.7/32"]);
     assert_eq!(middlewares.max_body_size, Some(2 << 20));
+    assert_eq!(
+        middlewares.rate_limit,
+        Some(RateLimit {
+            average: 100,
+            burst: 100,
+            period: Duration::from_secs(60),
+            by: RateLimitKey::Header(HeaderName::from_static("x-api-key")),
+        })
+    );
     let redirect = middlewares.redirect.unwrap();
     assert_eq!(redirect.regex.as_str(), "^http://www\\.(.*)");
     assert_eq!(redirect.replacement, "http://$1");
@@ -79,6 +89,22 @@ fn bad_values_are_refused_at_their_key_path() {
         (
             r#""ip_allow": "10.0.0.0/8""#,
             format!("{AT}.ip_allow: expected an array of strings, found a string"),
+        ),
+        (
+            r#""rate_limit": {"burst": 5}"#,
+            format!("{AT}.rate_limit.average: a rate limit needs rate_limit.average, the requests allowed per period"),
+        ),
+        (
+            r#""rate_limit": {"average": 5, "period": "2d"}"#,
+            format!("{AT}.rate_limit.period: `2d` has an unknown unit `d` (use ms, s, m or h)"),
+        ),
+        (
+            r#""rate_limit": {"average": 0}"#,
+            format!("{AT}.rate_limit.average: must be a whole number from 1 to 1000000, found 0"),
+        ),
+        (
+            r#""rate_limit": {"average": 5, "by": "cookie"}"#,
+            format!("{AT}.rate_limit.by: `cookie`: expected `client` or `header:<Header-Name>`"),
         ),
         (
             r#""max_body_size": "10q""#,

@@ -1,21 +1,47 @@
 //! Per-location request handling, in a fixed order: the IP allow list,
-//! the declared body size, then the redirect and CORS preflight answered
+//! the rate limit, the declared body size, then the redirect and CORS preflight answered
 //! by dockhand, before the upstream; response header rules and CORS on the
 //! upstream's answer. Decisions only: what a refusal's status is, and how
 //! the request reaches here, is `proxy`'s. A location without middlewares
 //! never comes here (`Location::middlewares` is `None`).
 
 mod cors;
+mod rate_limit;
 mod redirect;
 mod response_headers;
 
+pub use rate_limit::{LimitersBuild, RateLimiter, RateLimiters, MOST_BUCKETS};
+
 use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, ORIGIN};
 use http::{HeaderMap, HeaderValue, Method, Response, Uri};
 
+use crate::config::middleware::RateLimit;
 use crate::config::Middlewares;
+
+/// A location's middlewares as served: its settings, and the state some
+/// keep (a rate limit's buckets).
+pub struct LocationMiddlewares {
+    pub settings: Middlewares,
+    limiter: Option<Arc<RateLimiter>>,
+}
+
+impl LocationMiddlewares {
+    /// `limiter`: where the location's rate limit keeps its buckets.
+    pub fn new(
+        settings: Middlewares,
+        limiter: impl FnOnce(&RateLimit) -> Arc<RateLimiter>,
+    ) -> LocationMiddlewares {
+        LocationMiddlewares {
+            limiter: settings.rate_limit.as_ref().map(limiter),
+            settings,
+        }
+    }
+}
 
 /// What the middlewares read of a request.
 pub struct RequestFacts<'a> {
@@ -35,6 +61,8 @@ pub struct RequestFacts<'a> {
 pub enum Refusal {
     /// The client's address is not in `ip_allow`.
     NotAllowed,
+    /// The client's bucket is empty; a token comes after the wait.
+    RateLimited(Duration),
     /// The declared body is over `max_body_size`.
     BodyTooLarge,
 }
@@ -57,10 +85,16 @@ pub struct Asked {
 }
 
 /// Runs the request side, in the documented order.
-pub fn before_upstream(middlewares: &Middlewares, request: &RequestFacts<'_>) -> Verdict {
+pub fn before_upstream(location: &LocationMiddlewares, request: &RequestFacts<'_>) -> Verdict {
+    let middlewares = &location.settings;
     if let Some(networks) = &middlewares.ip_allow {
         if !networks.iter().any(|net| net.contains(&request.client)) {
             return Verdict::Refuse(Refusal::NotAllowed);
+        }
+    }
+    if let Some(limiter) = &location.limiter {
+        if let Err(wait) = limiter.take(request.client, request.headers, Instant::now()) {
+            return Verdict::Refuse(Refusal::RateLimited(wait));
         }
     }
     if let Some(limit) = middlewares.max_body_size {
@@ -84,7 +118,8 @@ pub fn before_upstream(middlewares: &Middlewares, request: &RequestFacts<'_>) ->
 }
 
 /// Runs the response side on the upstream's answer.
-pub fn on_response(middlewares: &Middlewares, asked: &Asked, headers: &mut HeaderMap) {
+pub fn on_response(location: &LocationMiddlewares, asked: &Asked, headers: &mut HeaderMap) {
+    let middlewares = &location.settings;
     response_headers::apply(&middlewares.response_headers, headers);
     if let (Some(cors), Some(origin)) = (&middlewares.cors, &asked.origin) {
         cors::allow(cors, origin, headers);

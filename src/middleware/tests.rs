@@ -1,19 +1,22 @@
 //! The middlewares' decisions on requests and answers, from settings read
 //! as the routes file writes them.
 
+use std::time::Duration;
+
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 
 use super::*;
 use crate::config::parse_routes_file;
 
-fn middlewares(settings: &str) -> Middlewares {
+fn middlewares(settings: &str) -> LocationMiddlewares {
     let file = format!(
         r#"{{"host": {{"a.com": {{"location": {{"/": {{{settings},
             "upstream": {{"127.0.0.1:9000": {{}}}}}}}}}}}}}}"#
     );
-    parse_routes_file(&file).unwrap().hosts[0].locations[0]
+    let settings = parse_routes_file(&file).unwrap().hosts[0].locations[0]
         .middlewares
-        .clone()
+        .clone();
+    LocationMiddlewares::new(settings, |limit| Arc::new(RateLimiter::new(limit.clone())))
 }
 
 /// A request as the middlewares see it.
@@ -39,7 +42,7 @@ impl Request {
         self
     }
 
-    fn verdict(&self, middlewares: &Middlewares) -> Verdict {
+    fn verdict(&self, middlewares: &LocationMiddlewares) -> Verdict {
         let host = HeaderValue::from_static("www.a.com");
         before_upstream(
             middlewares,
@@ -74,6 +77,27 @@ fn only_allowed_networks_pass() {
     assert!(matches!(request.verdict(&allow), Verdict::Forward(_)));
     request.client = "2001:db8::5";
     assert!(matches!(request.verdict(&allow), Verdict::Forward(_)));
+}
+
+#[test]
+fn a_rate_limit_refuses_past_the_burst_and_says_how_long_to_wait() {
+    let limited = middlewares(r#""rate_limit": {"average": 1, "period": "1m", "burst": 2}"#);
+    let request = Request::get("/");
+    assert!(matches!(request.verdict(&limited), Verdict::Forward(_)));
+    assert!(matches!(request.verdict(&limited), Verdict::Forward(_)));
+    let Verdict::Refuse(Refusal::RateLimited(wait)) = request.verdict(&limited) else {
+        panic!("not limited")
+    };
+    assert!(wait > Duration::from_secs(59) && wait <= Duration::from_secs(60));
+    // The IP allow list comes first: a refused address takes no token.
+    let both =
+        middlewares(r#""ip_allow": ["10.0.0.0/8"], "rate_limit": {"average": 1, "period": "1m"}"#);
+    for _ in 0..3 {
+        assert!(matches!(
+            request.verdict(&both),
+            Verdict::Refuse(Refusal::NotAllowed)
+        ));
+    }
 }
 
 #[test]

@@ -81,7 +81,7 @@ impl RequestPlan {
             max_body_size: location
                 .middlewares
                 .as_ref()
-                .and_then(|middlewares| middlewares.max_body_size),
+                .and_then(|middlewares| middlewares.settings.max_body_size),
         })
     }
 }

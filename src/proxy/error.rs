@@ -38,6 +38,8 @@ pub type Cause = Box<dyn Error + Send + Sync>;
 pub struct ProxyError {
     kind: ErrorKind,
     cause: Option<Cause>,
+    /// `Retry-After` seconds, besides every 503's.
+    retry_after: Option<u64>,
 }
 
 /// What went wrong, as far as the client's answer is concerned.
@@ -61,6 +63,8 @@ pub enum ErrorKind {
     BodyTooLarge,
     /// The client's address is not in its location's `ip_allow`.
     NotAllowed,
+    /// The client's bucket of its location's `rate_limit` is empty.
+    RateLimited,
     /// The request's `Transfer-Encoding` has a coding besides one final
     /// `chunked` (RFC 9112 §6.1): dockhand implements no other.
     UnsupportedTransferCoding,
@@ -109,7 +113,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, so each reason can be listed (metrics show them all from the start).
-    pub const ALL: [ErrorKind; 28] = [
+    pub const ALL: [ErrorKind; 29] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
@@ -117,6 +121,7 @@ impl ErrorKind {
         ErrorKind::RequestBodyTimeout,
         ErrorKind::BodyTooLarge,
         ErrorKind::NotAllowed,
+        ErrorKind::RateLimited,
         ErrorKind::UnsupportedTransferCoding,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
@@ -149,6 +154,7 @@ impl ErrorKind {
             ErrorKind::RequestBodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotAllowed => StatusCode::FORBIDDEN,
+            ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorKind::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
@@ -182,6 +188,7 @@ impl ErrorKind {
             ErrorKind::RequestBodyTimeout => "request_body_timeout",
             ErrorKind::BodyTooLarge => "body_too_large",
             ErrorKind::NotAllowed => "not_allowed",
+            ErrorKind::RateLimited => "rate_limited",
             ErrorKind::UnsupportedTransferCoding => "unsupported_transfer_coding",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
@@ -216,6 +223,7 @@ impl ErrorKind {
             ErrorKind::RequestBodyTimeout => "the request's body did not arrive in time\n",
             ErrorKind::BodyTooLarge => "the request's body is over this location's limit\n",
             ErrorKind::NotAllowed => "this address may not use this location\n",
+            ErrorKind::RateLimited => "too many requests; ask again after Retry-After\n",
             ErrorKind::UnsupportedTransferCoding => {
                 "the request's transfer coding is not implemented (only chunked is)\n"
             }
@@ -251,7 +259,11 @@ impl ErrorKind {
 
 impl From<ErrorKind> for ProxyError {
     fn from(kind: ErrorKind) -> ProxyError {
-        ProxyError { kind, cause: None }
+        ProxyError {
+            kind,
+            cause: None,
+            retry_after: None,
+        }
     }
 }
 
@@ -260,7 +272,14 @@ impl ProxyError {
         ProxyError {
             kind,
             cause: Some(cause.into()),
+            retry_after: None,
         }
+    }
+
+    /// Answered with `Retry-After: secs`.
+    pub fn retry_after(mut self, secs: u64) -> ProxyError {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub fn kind(&self) -> ErrorKind {
@@ -302,6 +321,7 @@ impl ProxyError {
     pub fn refused_by(&self) -> Option<&'static str> {
         match self.kind {
             ErrorKind::NotAllowed => Some("ip_allow"),
+            ErrorKind::RateLimited => Some("rate_limit"),
             ErrorKind::BodyTooLarge => Some("max_body_size"),
             _ => None,
         }
@@ -336,8 +356,12 @@ impl ProxyError {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         headers.insert(ERROR_HEADER, HeaderValue::from_static(self.reason()));
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            headers.insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        let retry_after = match status {
+            StatusCode::SERVICE_UNAVAILABLE => Some(RETRY_AFTER_SECS),
+            _ => self.retry_after,
+        };
+        if let Some(secs) = retry_after {
+            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

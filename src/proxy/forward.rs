@@ -26,10 +26,9 @@ use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
 use super::to_https;
 use super::upgrade;
-use crate::config::Middlewares;
 use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
 use crate::metrics::{LocationCounters, Metrics};
-use crate::middleware::{self, Refusal, RequestFacts, Verdict};
+use crate::middleware::{self, LocationMiddlewares, Refusal, RequestFacts, Verdict};
 use crate::resolve::ResolveHints;
 use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
 use crate::tls::TlsState;
@@ -366,7 +365,7 @@ struct Looked {
 
 /// A location's middlewares, with what its refusals count under.
 struct Guarded {
-    middlewares: Arc<Middlewares>,
+    middlewares: Arc<LocationMiddlewares>,
     location: Arc<str>,
     counters: Arc<LocationCounters>,
 }
@@ -442,6 +441,9 @@ fn refused(refusal: Refusal) -> ProxyError {
     match refusal {
         Refusal::NotAllowed => ErrorKind::NotAllowed.into(),
         Refusal::BodyTooLarge => ErrorKind::BodyTooLarge.into(),
+        Refusal::RateLimited(wait) => ProxyError::from(ErrorKind::RateLimited)
+            // Whole seconds, rounded up: asking sooner meets an empty bucket.
+            .retry_after(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
     }
 }
 

@@ -13,7 +13,7 @@ mod host_match;
 mod table;
 
 pub use host_match::{normalize_host, MAX_HOST_LEN};
-pub use table::{Conflict, Location, RouteMiss, RouteTable};
+pub use table::{BuildInputs, Conflict, Location, RouteMiss, RouteTable};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -27,6 +27,7 @@ use crate::config::{
     Desired, DesiredHosts, Diagnostic, ProviderId, Severity, SeverityCounts, UpstreamTarget,
 };
 use crate::metrics::{CurrentState, DiagnosticCounts, Metrics, UpstreamReading};
+use crate::middleware::RateLimiters;
 use crate::resolve::{AddressSink, ResolvedNames};
 use crate::upstream::{EndpointInputs, EndpointRegistry};
 use grace::Grace;
@@ -36,6 +37,8 @@ pub struct Router {
     current: ArcSwap<RouteTable>,
     inputs: Mutex<Inputs>,
     registry: Arc<EndpointRegistry>,
+    /// Rate limits' buckets, kept across builds.
+    limiters: RateLimiters,
     grace_period: Duration,
     /// Bumped on every swap, so waiting requests can look again.
     changes: watch::Sender<u64>,
@@ -102,6 +105,7 @@ impl Router {
             current: ArcSwap::default(),
             inputs: Mutex::default(),
             registry,
+            limiters: RateLimiters::default(),
             grace_period,
             changes: watch::Sender::new(0),
             names: watch::Sender::new(Arc::default()),
@@ -240,9 +244,12 @@ impl Router {
 
     fn swap(&self, inputs: &mut Inputs) {
         let started = std::time::Instant::now();
-        let context = EndpointInputs {
-            resolved: &inputs.resolved,
-            registry: &self.registry,
+        let context = BuildInputs {
+            endpoints: EndpointInputs {
+                resolved: &inputs.resolved,
+                registry: &self.registry,
+            },
+            limiters: self.limiters.build(),
         };
         let served = inputs
             .providers
@@ -250,6 +257,7 @@ impl Router {
             .map(|(provider, published)| (*provider, published.served()))
             .collect();
         let (table, conflicts) = RouteTable::build(&served, &context);
+        drop(context);
         let build = started.elapsed();
         self.metrics.table_swapped(build);
         // The old table's endpoints go with it, unless the new one kept them;

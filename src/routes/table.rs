@@ -8,11 +8,18 @@ use std::sync::{Arc, OnceLock};
 use http::HeaderValue;
 
 use crate::config::{
-    DesiredHosts, HostConfig, HostPattern, LocationConfig, Middlewares, ProviderId, Retry, Rewrite,
-    Upgrades,
+    DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite, Upgrades,
 };
 use crate::metrics::{LocationCounters, Metrics};
+use crate::middleware::{LimitersBuild, LocationMiddlewares};
 use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
+
+/// What a table is built from besides the desired hosts: what the
+/// endpoints need, and where rate limits keep their buckets.
+pub struct BuildInputs<'a> {
+    pub endpoints: EndpointInputs<'a>,
+    pub limiters: LimitersBuild<'a>,
+}
 
 #[derive(Default)]
 pub struct RouteTable {
@@ -44,7 +51,7 @@ pub struct Location {
     pub upgrades: Upgrades,
     /// What it does to requests besides forwarding them; `None` for the
     /// many locations that set none, whose requests never look further.
-    pub middlewares: Option<Arc<Middlewares>>,
+    pub middlewares: Option<Arc<LocationMiddlewares>>,
     /// Its host as configured (`*.example.com`), for metrics.
     pub host: Arc<str>,
     /// Its host's `https_redirect`: plain HTTP goes to HTTPS while the
@@ -91,10 +98,10 @@ impl RouteTable {
     /// other definition is a conflict.
     pub fn build(
         providers: &BTreeMap<ProviderId, &DesiredHosts>,
-        context: &EndpointInputs<'_>,
+        context: &BuildInputs<'_>,
     ) -> (RouteTable, Vec<Conflict>) {
         let mut table = RouteTable::default();
-        context.registry.start_table();
+        context.endpoints.registry.start_table();
         let mut taken = HashMap::new();
         let mut conflicts = Vec::new();
         for (provider, desired) in providers {
@@ -115,7 +122,7 @@ impl RouteTable {
         (table, conflicts)
     }
 
-    fn add_host(&mut self, host: &HostConfig, context: &EndpointInputs<'_>) {
+    fn add_host(&mut self, host: &HostConfig, context: &BuildInputs<'_>) {
         let index = self.hosts.len();
         let mut locations: Vec<Location> = host
             .locations
@@ -182,7 +189,7 @@ impl RouteTable {
 fn build_location(
     host: &HostConfig,
     config: &LocationConfig,
-    context: &EndpointInputs<'_>,
+    context: &BuildInputs<'_>,
 ) -> Location {
     let checks = CheckSettings::layered(&host.health_check, &config.health_check);
     let name: Arc<str> = format!("{}{}", host.pattern, config.prefix).into();
@@ -192,14 +199,20 @@ fn build_location(
             &config.upstreams,
             config.load_balancing,
             checks,
-            context,
+            &context.endpoints,
             &name,
         ),
         upstreams_move: config.upstreams_move,
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
         upgrades: config.upgrades.clone(),
-        middlewares: (!config.middlewares.is_empty()).then(|| Arc::new(config.middlewares.clone())),
+        middlewares: (!config.middlewares.is_empty()).then(|| {
+            let host = host.pattern.to_string();
+            Arc::new(LocationMiddlewares::new(
+                config.middlewares.clone(),
+                |limit| context.limiters.limiter(&host, &config.prefix, limit),
+            ))
+        }),
         host: host.pattern.to_string().into(),
         https_redirect: host.https_redirect,
         // Digits and directive names: always a valid header value.
@@ -227,9 +240,13 @@ mod tests {
     fn table(json: &str) -> RouteTable {
         let desired = parse_routes_file(json).expect("valid routes");
         let registry = EndpointRegistry::new();
-        let context = EndpointInputs {
-            resolved: &HashMap::new(),
-            registry: &registry,
+        let limiters = crate::middleware::RateLimiters::default();
+        let context = BuildInputs {
+            endpoints: EndpointInputs {
+                resolved: &HashMap::new(),
+                registry: &registry,
+            },
+            limiters: limiters.build(),
         };
         RouteTable::build(&BTreeMap::from([(ProviderId::File, &desired)]), &context).0
     }

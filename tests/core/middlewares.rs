@@ -202,3 +202,39 @@ async fn cors_preflights_are_answered_by_dockhand_and_answers_allow_the_origin()
     );
     assert!(!stranger.headers.contains_key("access-control-allow-origin"));
 }
+
+#[tokio::test]
+async fn a_rate_limit_answers_429_with_retry_after_past_the_burst() {
+    let backend = Backend::echo("app").await;
+    let routes = routes(
+        backend.addr,
+        json!({"rate_limit": {"average": 1, "period": "1m", "burst": 2}}),
+    );
+    let proxy = Proxy::start(&routes).await;
+    for _ in 0..2 {
+        assert_eq!(get(proxy.addr, "example.com", "/guarded").await.status, 200);
+    }
+    let limited = get(proxy.addr, "example.com", "/guarded").await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.header("x-dockhand-error"), "rate_limited");
+    assert_eq!(limited.header("retry-after"), "60");
+    assert_eq!(backend.request_count(), 2);
+    // Other locations are not limited.
+    assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+    let refusals = r#"dockhand_middleware_refusals_total{host="example.com",feature="rate_limit"}"#;
+    wait_for_series(proxy.admin, refusals, 1.0).await;
+
+    // A reload that changes another host keeps the buckets.
+    let other = Backend::echo("other").await;
+    let mut reloaded: serde_json::Value = serde_json::from_str(&routes).unwrap();
+    reloaded["host"]["other.test"] =
+        json!({"location": {"/": {"upstream": {other.addr.to_string(): {}}}}});
+    proxy.write_routes(&reloaded.to_string());
+    proxy.reload();
+    eventually("the reload", || async {
+        get(proxy.addr, "other.test", "/").await.status == 200
+    })
+    .await;
+    let still = get(proxy.addr, "example.com", "/guarded").await;
+    assert_eq!(still.status, StatusCode::TOO_MANY_REQUESTS);
+}
