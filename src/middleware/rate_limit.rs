@@ -117,7 +117,7 @@ impl RateLimiter {
     }
 
     /// How many buckets it holds now.
-    pub fn len(&self) -> usize {
+    pub fn buckets(&self) -> usize {
         self.shards.iter().map(|shard| lock(shard).len()).sum()
     }
 }
@@ -236,7 +236,7 @@ mod tests {
             assert_eq!(limiter.take(client, &none, now), Ok(()));
             assert!(limiter.take(client, &none, now).is_err());
         }
-        let held = limiter.len();
+        let held = limiter.buckets();
         assert!(held <= MOST_BUCKETS, "{held} buckets");
         assert!(held > MOST_BUCKETS / 2, "most recent clients kept: {held}");
         // The latest client is still limited.
