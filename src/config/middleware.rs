@@ -24,6 +24,9 @@ pub const MIDDLEWARE_KEYS: &[&str] = &[
     "rate_limit.burst",
     "rate_limit.period",
     "rate_limit.by",
+    "basic_auth.users",
+    "basic_auth.realm",
+    "basic_auth.forward",
     "max_body_size",
     "redirect.regex",
     "redirect.replacement",
@@ -65,6 +68,7 @@ pub struct Middlewares {
     /// Only clients in these networks are served (`403` otherwise).
     pub ip_allow: Option<Vec<IpNet>>,
     pub rate_limit: Option<RateLimit>,
+    pub basic_auth: Option<BasicAuth>,
     /// Bytes; a request body past it is answered `413`.
     pub max_body_size: Option<u64>,
     pub redirect: Option<Redirect>,
@@ -87,6 +91,15 @@ impl Middlewares {
         }
         if let Some(limit) = &self.rate_limit {
             described.push(format!("rate_limit {limit}"));
+        }
+        if let Some(auth) = &self.basic_auth {
+            let names: Vec<&str> = auth.users.iter().map(|user| user.name.as_str()).collect();
+            described.push(format!(
+                "basic_auth users {} realm {} forward {}",
+                names.join(","),
+                auth.realm,
+                auth.forward
+            ));
         }
         if let Some(size) = self.max_body_size {
             described.push(format!("max_body_size {size}"));
@@ -167,6 +180,42 @@ impl fmt::Display for RateLimit {
         }
     }
 }
+
+/// HTTP Basic authentication (RFC 7617) against htpasswd-style users.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BasicAuth {
+    pub users: Vec<BasicAuthUser>,
+    /// Named in the `WWW-Authenticate` challenge.
+    pub realm: String,
+    /// The `Authorization` header goes on to the upstream; by default it
+    /// is removed, so the password goes no further than dockhand.
+    pub forward: bool,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+pub struct BasicAuthUser {
+    pub name: String,
+    pub hash: PasswordHash,
+}
+
+/// Never shows the hash, even in a debug print.
+impl fmt::Debug for BasicAuthUser {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BasicAuthUser({})", self.name)
+    }
+}
+
+/// A password hash as htpasswd writes it, checked to be well formed.
+#[derive(Clone, PartialEq, Eq)]
+pub enum PasswordHash {
+    /// `$2y$`, `$2b$` or `$2a$` (bcrypt).
+    Bcrypt(String),
+    /// `$argon2id$v=19$m=...,t=...,p=...$salt$hash` (a PHC string).
+    Argon2id(String),
+}
+
+/// The default realm of a `basic_auth` challenge.
+const DEFAULT_REALM: &str = "restricted";
 
 /// A redirect answered instead of forwarding, when `regex` matches the
 /// request's URL (`scheme://host/path?query`).
@@ -288,6 +337,7 @@ pub fn read_middlewares(written: &mut impl WrittenSettings) -> Middlewares {
     Middlewares {
         ip_allow: read_list(written, "ip_allow", network),
         rate_limit: read_rate_limit(written),
+        basic_auth: read_basic_auth(written),
         max_body_size: read_text(written, "max_body_size", body_size),
         redirect: read_redirect(written),
         response_headers: read_response_headers(written),
@@ -399,6 +449,97 @@ pub fn rate_limit_key(text: &str) -> Result<RateLimitKey, String> {
         .strip_prefix("header:")
         .ok_or_else(|| format!("`{text}`: expected `client` or `header:<Header-Name>`"))?;
     header_name(name.trim()).map(RateLimitKey::Header)
+}
+
+fn read_basic_auth(written: &mut impl WrittenSettings) -> Option<BasicAuth> {
+    let realm = read_text(written, "basic_auth.realm", realm);
+    let forward = written.boolean("basic_auth.forward");
+    let Some(items) = written.list("basic_auth.users") else {
+        if realm.is_some() || forward.is_some() {
+            let reason = "basic auth needs basic_auth.users, as user:hash pairs".to_owned();
+            written.refuse("basic_auth.users", reason);
+        }
+        return None;
+    };
+    let users: Result<Vec<BasicAuthUser>, String> =
+        rejoin_hashes(items).iter().map(|item| user(item)).collect();
+    let users = users
+        .map_err(|reason| written.refuse("basic_auth.users", reason))
+        .ok()?;
+    if users.is_empty() {
+        written.refuse("basic_auth.users", "is empty".to_owned());
+        return None;
+    }
+    Some(BasicAuth {
+        users,
+        realm: realm.unwrap_or_else(|| DEFAULT_REALM.to_owned()),
+        forward: forward.unwrap_or(false),
+    })
+}
+
+/// Puts back together what a comma-separated list split inside a hash:
+/// an argon2 hash has commas in its parameters (`m=19456,t=2,p=1`), and
+/// every user entry has a `:`, which its pieces do not.
+fn rejoin_hashes(items: Vec<String>) -> Vec<String> {
+    let mut users: Vec<String> = Vec::with_capacity(items.len());
+    for item in items {
+        match users.last_mut() {
+            Some(previous) if !item.contains(':') => {
+                previous.push(',');
+                previous.push_str(item.trim());
+            }
+            _ => users.push(item.trim().to_owned()),
+        }
+    }
+    users
+}
+
+/// `user:hash`, the hash bcrypt or argon2id.
+pub fn user(text: &str) -> Result<BasicAuthUser, String> {
+    let (name, hash) = text
+        .split_once(':')
+        .filter(|(name, _)| !name.is_empty())
+        .ok_or_else(|| "expected user:hash pairs (htpasswd lines)".to_owned())?;
+    Ok(BasicAuthUser {
+        name: name.to_owned(),
+        hash: password_hash(hash).map_err(|reason| format!("user `{name}`: {reason}"))?,
+    })
+}
+
+/// A bcrypt or argon2id hash, checked to be one (never shown in a reason).
+pub fn password_hash(text: &str) -> Result<PasswordHash, String> {
+    if text.starts_with("$argon2") {
+        let parsed = argon2::PasswordHash::new(text)
+            .map_err(|_| "the argon2 hash is malformed".to_owned())?;
+        return match parsed.algorithm == argon2::ARGON2ID_IDENT {
+            true => Ok(PasswordHash::Argon2id(text.to_owned())),
+            false => Err("only argon2id is taken of the argon2 hashes".to_owned()),
+        };
+    }
+    match ["$2y$", "$2b$", "$2a$"].iter().any(|start| text.starts_with(start)) {
+        true => text
+            .parse::<bcrypt::HashParts>()
+            .map(|_| PasswordHash::Bcrypt(text.to_owned()))
+            .map_err(|_| "the bcrypt hash is malformed".to_owned()),
+        false => Err(
+            "the hash is neither bcrypt ($2y$) nor argon2id ($argon2id$): htpasswd -B makes bcrypt ones"
+                .to_owned(),
+        ),
+    }
+}
+
+/// A realm goes into a quoted string: no quotes, backslashes or controls.
+fn realm(text: &str) -> Result<String, String> {
+    let fits = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| !c.is_control() && c != '"' && c != '\\');
+    match fits {
+        true => Ok(text.to_owned()),
+        false => Err(format!(
+            "`{text}` can't be a realm: write it without quotes, backslashes or control characters"
+        )),
+    }
 }
 
 fn read_redirect(written: &mut impl WrittenSettings) -> Option<Redirect> {

@@ -1,10 +1,12 @@
 //! Per-location request handling, in a fixed order: the IP allow list,
-//! the rate limit, the declared body size, then the redirect and CORS preflight answered
-//! by dockhand, before the upstream; response header rules and CORS on the
+//! the rate limit, the declared body size, a CORS preflight answered by
+//! dockhand (browsers send them without credentials), basic auth, and the
+//! redirect, before the upstream; response header rules and CORS on the
 //! upstream's answer. Decisions only: what a refusal's status is, and how
 //! the request reaches here, is `proxy`'s. A location without middlewares
 //! never comes here (`Location::middlewares` is `None`).
 
+mod basic_auth;
 mod cors;
 mod rate_limit;
 mod redirect;
@@ -20,6 +22,7 @@ use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, ORIGIN};
 use http::{HeaderMap, HeaderValue, Method, Response, Uri};
 
+use self::basic_auth::BasicAuthState;
 use crate::config::middleware::RateLimit;
 use crate::config::Middlewares;
 
@@ -28,6 +31,7 @@ use crate::config::Middlewares;
 pub struct LocationMiddlewares {
     pub settings: Middlewares,
     limiter: Option<Arc<RateLimiter>>,
+    basic_auth: Option<BasicAuthState>,
 }
 
 impl LocationMiddlewares {
@@ -38,6 +42,7 @@ impl LocationMiddlewares {
     ) -> LocationMiddlewares {
         LocationMiddlewares {
             limiter: settings.rate_limit.as_ref().map(limiter),
+            basic_auth: settings.basic_auth.clone().map(BasicAuthState::new),
             settings,
         }
     }
@@ -57,12 +62,14 @@ pub struct RequestFacts<'a> {
 }
 
 /// Why a request is refused before its upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// The client's address is not in `ip_allow`.
     NotAllowed,
     /// The client's bucket is empty; a token comes after the wait.
     RateLimited(Duration),
+    /// No credentials, or wrong ones; the challenge to answer with.
+    Unauthorized(HeaderValue),
     /// The declared body is over `max_body_size`.
     BodyTooLarge,
 }
@@ -82,10 +89,15 @@ pub enum Verdict {
 pub struct Asked {
     /// The request's `Origin`, when the location has CORS.
     origin: Option<HeaderValue>,
+    /// The credentials basic auth checked stay with dockhand.
+    pub strip_authorization: bool,
 }
 
 /// Runs the request side, in the documented order.
-pub fn before_upstream(location: &LocationMiddlewares, request: &RequestFacts<'_>) -> Verdict {
+pub async fn before_upstream(
+    location: &LocationMiddlewares,
+    request: &RequestFacts<'_>,
+) -> Verdict {
     let middlewares = &location.settings;
     if let Some(networks) = &middlewares.ip_allow {
         if !networks.iter().any(|net| net.contains(&request.client)) {
@@ -102,17 +114,24 @@ pub fn before_upstream(location: &LocationMiddlewares, request: &RequestFacts<'_
             return Verdict::Refuse(Refusal::BodyTooLarge);
         }
     }
-    if let Some(redirect) = &middlewares.redirect {
-        if let Some(answer) = redirect::answer(redirect, request) {
-            return Verdict::Answer(answer);
-        }
-    }
     let mut asked = Asked::default();
     if let Some(cors) = &middlewares.cors {
+        // Before any login: browsers send preflights without credentials.
         if let Some(preflight) = cors::preflight(cors, request) {
             return Verdict::Answer(preflight);
         }
         asked.origin = request.headers.get(ORIGIN).cloned();
+    }
+    if let Some(auth) = &location.basic_auth {
+        if let Err(refusal) = auth.check(request.client, request.headers).await {
+            return Verdict::Refuse(refusal);
+        }
+        asked.strip_authorization = !auth.forwards_credentials();
+    }
+    if let Some(redirect) = &middlewares.redirect {
+        if let Some(answer) = redirect::answer(redirect, request) {
+            return Verdict::Answer(answer);
+        }
     }
     Verdict::Forward(asked)
 }

@@ -65,15 +65,8 @@ impl RateLimiter {
     /// Takes a token for the request; `Err(wait)` when there is none, with
     /// how long until there is.
     pub fn take(&self, client: IpAddr, headers: &HeaderMap, now: Instant) -> Result<(), Duration> {
-        let key = match &self.setting.by {
-            RateLimitKey::Header(name) => match headers.get(name) {
-                Some(value) => BucketKey::Header(self.hasher.hash_one(value.as_bytes())),
-                None => BucketKey::Client(client),
-            },
-            RateLimitKey::Client => BucketKey::Client(client),
-        };
-        let shard = &self.shards[self.hasher.hash_one(key) as usize % SHARDS];
-        let mut buckets = lock(shard);
+        let key = self.key(client, headers);
+        let mut buckets = lock(self.shard(key));
         let burst = f64::from(self.setting.burst);
         if !buckets.contains_key(&key) && buckets.len() >= MOST_BUCKETS / SHARDS {
             self.make_room(&mut buckets, now);
@@ -89,7 +82,45 @@ impl RateLimiter {
             bucket.tokens -= 1.0;
             return Ok(());
         }
-        Err(Duration::from_secs_f64((1.0 - bucket.tokens) / self.rate))
+        Err(self.wait_for_one(bucket.tokens))
+    }
+
+    /// Whether the request's bucket has a token now, without taking it.
+    pub fn available(
+        &self,
+        client: IpAddr,
+        headers: &HeaderMap,
+        now: Instant,
+    ) -> Result<(), Duration> {
+        let key = self.key(client, headers);
+        let Some(bucket) = lock(self.shard(key)).get(&key).copied() else {
+            return Ok(());
+        };
+        let elapsed = now.saturating_duration_since(bucket.updated).as_secs_f64();
+        let tokens = bucket.tokens + elapsed * self.rate;
+        match tokens >= 1.0 {
+            true => Ok(()),
+            false => Err(self.wait_for_one(tokens)),
+        }
+    }
+
+    fn key(&self, client: IpAddr, headers: &HeaderMap) -> BucketKey {
+        match &self.setting.by {
+            RateLimitKey::Header(name) => match headers.get(name) {
+                Some(value) => BucketKey::Header(self.hasher.hash_one(value.as_bytes())),
+                None => BucketKey::Client(client),
+            },
+            RateLimitKey::Client => BucketKey::Client(client),
+        }
+    }
+
+    fn shard(&self, key: BucketKey) -> &Mutex<HashMap<BucketKey, Bucket>> {
+        &self.shards[self.hasher.hash_one(key) as usize % SHARDS]
+    }
+
+    /// How long until a bucket holding `tokens` has one.
+    fn wait_for_one(&self, tokens: f64) -> Duration {
+        Duration::from_secs_f64((1.0 - tokens) / self.rate)
     }
 
     /// Drops the buckets that are full again, and when that frees too

@@ -44,17 +44,19 @@ impl Request {
 
     fn verdict(&self, middlewares: &LocationMiddlewares) -> Verdict {
         let host = HeaderValue::from_static("www.a.com");
-        before_upstream(
-            middlewares,
-            &RequestFacts {
-                client: self.client.parse().unwrap(),
-                method: &self.method,
-                scheme: "http",
-                host: &host,
-                uri: &self.uri,
-                headers: &self.headers,
-            },
-        )
+        let facts = RequestFacts {
+            client: self.client.parse().unwrap(),
+            method: &self.method,
+            scheme: "http",
+            host: &host,
+            uri: &self.uri,
+            headers: &self.headers,
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(before_upstream(middlewares, &facts))
     }
 }
 

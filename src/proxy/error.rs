@@ -10,7 +10,7 @@ use std::error::Error;
 use std::fmt;
 
 use bytes::Bytes;
-use http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use http::header::{HeaderName, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use http::{Response, StatusCode};
 
 pub const ERROR_HEADER: &str = "x-dockhand-error";
@@ -38,8 +38,9 @@ pub type Cause = Box<dyn Error + Send + Sync>;
 pub struct ProxyError {
     kind: ErrorKind,
     cause: Option<Cause>,
-    /// `Retry-After` seconds, besides every 503's.
-    retry_after: Option<u64>,
+    /// A header the answer needs besides the usual ones (`Retry-After`
+    /// past a rate limit, `WWW-Authenticate` for a login).
+    header: Option<(HeaderName, HeaderValue)>,
 }
 
 /// What went wrong, as far as the client's answer is concerned.
@@ -65,6 +66,8 @@ pub enum ErrorKind {
     NotAllowed,
     /// The client's bucket of its location's `rate_limit` is empty.
     RateLimited,
+    /// No credentials, or wrong ones, for its location's `basic_auth`.
+    Unauthorized,
     /// The request's `Transfer-Encoding` has a coding besides one final
     /// `chunked` (RFC 9112 §6.1): dockhand implements no other.
     UnsupportedTransferCoding,
@@ -113,7 +116,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, so each reason can be listed (metrics show them all from the start).
-    pub const ALL: [ErrorKind; 29] = [
+    pub const ALL: [ErrorKind; 30] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
@@ -122,6 +125,7 @@ impl ErrorKind {
         ErrorKind::BodyTooLarge,
         ErrorKind::NotAllowed,
         ErrorKind::RateLimited,
+        ErrorKind::Unauthorized,
         ErrorKind::UnsupportedTransferCoding,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
@@ -155,6 +159,7 @@ impl ErrorKind {
             ErrorKind::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotAllowed => StatusCode::FORBIDDEN,
             ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
             ErrorKind::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
@@ -189,6 +194,7 @@ impl ErrorKind {
             ErrorKind::BodyTooLarge => "body_too_large",
             ErrorKind::NotAllowed => "not_allowed",
             ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::Unauthorized => "unauthorized",
             ErrorKind::UnsupportedTransferCoding => "unsupported_transfer_coding",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
@@ -224,6 +230,7 @@ impl ErrorKind {
             ErrorKind::BodyTooLarge => "the request's body is over this location's limit\n",
             ErrorKind::NotAllowed => "this address may not use this location\n",
             ErrorKind::RateLimited => "too many requests; ask again after Retry-After\n",
+            ErrorKind::Unauthorized => "this location needs a user name and password\n",
             ErrorKind::UnsupportedTransferCoding => {
                 "the request's transfer coding is not implemented (only chunked is)\n"
             }
@@ -262,7 +269,7 @@ impl From<ErrorKind> for ProxyError {
         ProxyError {
             kind,
             cause: None,
-            retry_after: None,
+            header: None,
         }
     }
 }
@@ -272,13 +279,13 @@ impl ProxyError {
         ProxyError {
             kind,
             cause: Some(cause.into()),
-            retry_after: None,
+            header: None,
         }
     }
 
-    /// Answered with `Retry-After: secs`.
-    pub fn retry_after(mut self, secs: u64) -> ProxyError {
-        self.retry_after = Some(secs);
+    /// Answered with this header too.
+    pub fn with_header(mut self, name: HeaderName, value: HeaderValue) -> ProxyError {
+        self.header = Some((name, value));
         self
     }
 
@@ -322,6 +329,7 @@ impl ProxyError {
         match self.kind {
             ErrorKind::NotAllowed => Some("ip_allow"),
             ErrorKind::RateLimited => Some("rate_limit"),
+            ErrorKind::Unauthorized => Some("basic_auth"),
             ErrorKind::BodyTooLarge => Some("max_body_size"),
             _ => None,
         }
@@ -356,12 +364,11 @@ impl ProxyError {
             HeaderValue::from_static("text/plain; charset=utf-8"),
         );
         headers.insert(ERROR_HEADER, HeaderValue::from_static(self.reason()));
-        let retry_after = match status {
-            StatusCode::SERVICE_UNAVAILABLE => Some(RETRY_AFTER_SECS),
-            _ => self.retry_after,
-        };
-        if let Some(secs) = retry_after {
-            headers.insert(RETRY_AFTER, HeaderValue::from(secs));
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        if let Some((name, value)) = self.header {
+            headers.insert(name, value);
         }
         response
     }

@@ -138,7 +138,8 @@ async fn handle_inner(
                 uri: &client_uri,
                 headers: request.headers(),
             };
-            match middleware::before_upstream(&guarded.middlewares, &facts) {
+            // Boxed: only locations with middlewares carry its state.
+            match Box::pin(middleware::before_upstream(&guarded.middlewares, &facts)).await {
                 Verdict::Forward(asked) => Some((guarded.middlewares, asked)),
                 Verdict::Refuse(refusal) => return Err(refused(refusal)),
                 Verdict::Answer(answer) => return Ok(answer.map(ProxyBody::message)),
@@ -161,6 +162,12 @@ async fn handle_inner(
         .is_some()
         .then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
+    if answer_rules
+        .as_ref()
+        .is_some_and(|(_, asked)| asked.strip_authorization)
+    {
+        parts.headers.remove(header::AUTHORIZATION);
+    }
     prepare_head(
         &mut parts.headers,
         peer,
@@ -441,9 +448,14 @@ fn refused(refusal: Refusal) -> ProxyError {
     match refusal {
         Refusal::NotAllowed => ErrorKind::NotAllowed.into(),
         Refusal::BodyTooLarge => ErrorKind::BodyTooLarge.into(),
-        Refusal::RateLimited(wait) => ProxyError::from(ErrorKind::RateLimited)
+        Refusal::RateLimited(wait) => {
             // Whole seconds, rounded up: asking sooner meets an empty bucket.
-            .retry_after(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            ProxyError::from(ErrorKind::RateLimited)
+                .with_header(header::RETRY_AFTER, HeaderValue::from(secs))
+        }
+        Refusal::Unauthorized(challenge) => ProxyError::from(ErrorKind::Unauthorized)
+            .with_header(header::WWW_AUTHENTICATE, challenge),
     }
 }
 

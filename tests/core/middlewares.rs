@@ -238,3 +238,50 @@ async fn a_rate_limit_answers_429_with_retry_after_past_the_burst() {
     let still = get(proxy.addr, "example.com", "/guarded").await;
     assert_eq!(still.status, StatusCode::TOO_MANY_REQUESTS);
 }
+
+#[tokio::test]
+async fn basic_auth_challenges_checks_and_keeps_the_password_from_the_upstream() {
+    let backend = Backend::echo("app").await;
+    // `htpasswd -nbB alice secret`, at bcrypt's lowest cost to keep the test fast.
+    let alice = format!("alice:{}", bcrypt::hash("secret", 4).unwrap());
+    let routes = json!({"host": {"example.com": {"location": {
+        "/admin": {"basic_auth": {"users": [alice.clone()], "realm": "Admin area"},
+                   "upstream": {backend.addr.to_string(): {}}},
+        "/kept": {"basic_auth": {"users": [alice], "forward": true},
+                  "upstream": {backend.addr.to_string(): {}}}
+    }}}})
+    .to_string();
+    let proxy = Proxy::start(&routes).await;
+    let as_user = |path: &str, credentials: &str| {
+        request("GET", "example.com", path)
+            .header("authorization", format!("Basic {credentials}"))
+            .body(empty())
+            .unwrap()
+    };
+    let challenged = get(proxy.addr, "example.com", "/admin").await;
+    assert_eq!(challenged.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(challenged.header("x-dockhand-error"), "unauthorized");
+    assert_eq!(
+        challenged.header("www-authenticate"),
+        "Basic realm=\"Admin area\", charset=\"UTF-8\""
+    );
+    // alice:wrong
+    let wrong = send(proxy.addr, as_user("/admin", "YWxpY2U6d3Jvbmc=")).await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert_eq!(backend.request_count(), 0);
+    // alice:secret
+    let passed = send(proxy.addr, as_user("/admin", "YWxpY2U6c2VjcmV0")).await;
+    assert_eq!(passed.status, 200);
+    assert_eq!(
+        passed.echoed_header("authorization"),
+        None,
+        "kept from the upstream"
+    );
+    let forwarded = send(proxy.addr, as_user("/kept", "YWxpY2U6c2VjcmV0")).await;
+    assert_eq!(
+        forwarded.echoed_header("authorization").as_deref(),
+        Some("Basic YWxpY2U6c2VjcmV0")
+    );
+    let refusals = r#"dockhand_middleware_refusals_total{host="example.com",feature="basic_auth"}"#;
+    wait_for_series(proxy.admin, refusals, 2.0).await;
+}
