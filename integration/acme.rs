@@ -15,7 +15,7 @@ use crate::core_harness::dns_server::DnsServer;
 use crate::core_harness::pebble::{Pebble, PebbleConfig};
 use crate::core_harness::tls_support::{client_config, https_connection};
 use crate::support::{
-    docker, free_port, http_get, http_request, record_figure, wait_until_ok, HttpResponse, TestRun,
+    admin_json, docker, free_port, http_get, record_figure, wait_until_ok, TestRun,
 };
 
 const TOKEN: &str = "acme-suite-token";
@@ -47,20 +47,7 @@ fn loopback(port: u16) -> SocketAddr {
 /// `state`: `waiting`, `ordering`, `failed`, `issued`, and what goes with
 /// it), once it is known.
 fn order_of(admin: SocketAddr, name: &str) -> Result<serde_json::Value, String> {
-    let authorization = format!("Bearer {TOKEN}");
-    let response: HttpResponse = http_request(
-        admin,
-        "GET",
-        "localhost",
-        "/api/v1/certificates",
-        &[("authorization", authorization.as_str())],
-        b"",
-    )
-    .map_err(|e| e.to_string())?;
-    if response.status != 200 {
-        return Err(format!("{} {}", response.status, response.text()));
-    }
-    let view = response.json();
+    let view = admin_json(admin, TOKEN, "/api/v1/certificates")?;
     view["acme"]
         .as_array()
         .into_iter()

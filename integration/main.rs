@@ -29,6 +29,7 @@ mod deploys;
 mod diagnostics;
 mod engine;
 mod leaks;
+mod middlewares;
 mod provider;
 mod routes_file;
 mod socket_proxy;

@@ -1008,6 +1008,19 @@ pub fn http_get(addr: SocketAddr, host: &str, path: &str) -> io::Result<HttpResp
     http_request(addr, "GET", host, path, &[], b"")
 }
 
+/// `GET path` on dockhand's admin listener at `admin`, with its bearer
+/// `token`: the JSON answer, or what came instead.
+pub fn admin_json(admin: SocketAddr, token: &str, path: &str) -> Result<serde_json::Value, String> {
+    let authorization = format!("Bearer {token}");
+    let headers = [("authorization", authorization.as_str())];
+    let response =
+        http_request(admin, "GET", "localhost", path, &headers, b"").map_err(|e| e.to_string())?;
+    if response.status != 200 {
+        return Err(format!("{path}: {} {}", response.status, response.text()));
+    }
+    Ok(response.json())
+}
+
 /// One HTTP/1.1 request on a new connection, read until the server closes it;
 /// 10 s limit on the connect and on every read.
 pub fn http_request(

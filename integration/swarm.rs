@@ -195,21 +195,7 @@ fn a_service_with_upstream_vip_is_served_through_its_virtual_ip() {
 
 /// Every upstream address the admin API shows for `host`.
 fn upstream_addresses(admin: SocketAddr, token: &str, host: &str) -> Result<Vec<String>, String> {
-    let authorization = format!("Bearer {token}");
-    let path = format!("/api/v1/hosts/{host}");
-    let response = http_request(
-        admin,
-        "GET",
-        "localhost",
-        &path,
-        &[("authorization", &authorization)],
-        b"",
-    )
-    .map_err(|e| e.to_string())?;
-    if response.status != 200 {
-        return Err(format!("{path}: {} {}", response.status, response.text()));
-    }
-    let view = response.json();
+    let view = admin_json(admin, token, &format!("/api/v1/hosts/{host}"))?;
     let upstreams = view["location"]["/"]["upstream"]
         .as_object()
         .ok_or_else(|| format!("no upstreams in {view}"))?;

@@ -1,0 +1,313 @@
+//! Middleware labels against a real engine: one test backend whose labels
+//! use every middleware key, behind `dockhand:test` in a container, is
+//! refused (403, 413), redirected, given CORS and response headers as its
+//! labels say, at a client on the published port, and the admin API shows
+//! each location's `middlewares`; a second container's misspelt key and bad
+//! value are diagnosed in the admin API, its route is left out, and the first
+//! container's routes carry on.
+
+use std::net::SocketAddr;
+
+use serde_json::json;
+
+use crate::support::*;
+
+const ADMIN_TOKEN: &str = "middleware-labels-test-token";
+/// An origin the backend's CORS labels allow.
+const FRONT: &str = "https://front.example";
+
+/// The hosts of the labelled backend's three routes.
+struct Hosts {
+    /// `dockhand.*`: open to all, body limit, response headers, CORS.
+    app: String,
+    /// `dockhand.routes.private.*`: only TEST-NET-1 may call it.
+    private: String,
+    /// `dockhand.routes.www.*`: redirected to `app`.
+    www: String,
+}
+
+impl Hosts {
+    fn of(run: &TestRun) -> Hosts {
+        let app = run.host("app");
+        Hosts {
+            private: run.host("private"),
+            www: format!("www.{app}"),
+            app,
+        }
+    }
+}
+
+/// A test backend whose labels use every middleware key there is.
+fn labelled_backend(run: &TestRun, network: &Network, hosts: &Hosts) -> Container {
+    routed_backend(run, "app", &hosts.app, network)
+        // Every IPv4 and IPv6 client: whichever address the engine's port
+        // publishing hands dockhand (docker-proxy's or the client's), it is in.
+        .label("dockhand.ip_allow", "0.0.0.0/0,::/0")
+        .label("dockhand.max_body_size", "1k")
+        .label(
+            "dockhand.headers.response.set.Content-Security-Policy",
+            "default-src 'self'",
+        )
+        // The backend's own header, so its absence shows the rule ran.
+        .label("dockhand.headers.response.remove", "x-hostname")
+        .label("dockhand.headers.security", "true")
+        .label("dockhand.cors.allow_origins", FRONT)
+        .label("dockhand.cors.allow_methods", "GET,PUT")
+        .label("dockhand.cors.allow_credentials", "true")
+        .label("dockhand.cors.max_age", "600")
+        .label("dockhand.routes.private.host", &hosts.private)
+        // TEST-NET-1 (RFC 5737) is never routed, so no client of this test
+        // can be in it, whatever the port publishing does.
+        .label("dockhand.routes.private.ip_allow", "192.0.2.0/24")
+        .label("dockhand.routes.www.host", &hosts.www)
+        // `docker run --label` takes `$1` as written (compose would need `$$1`).
+        .label("dockhand.routes.www.redirect.regex", r"^http://www\.(.*)")
+        .label("dockhand.routes.www.redirect.replacement", "http://$1")
+        .label("dockhand.routes.www.redirect.permanent", "true")
+        .run()
+}
+
+/// The labelled backend behind `dockhand:test` in a container, whose admin
+/// API is published on loopback too (off loopback inside the container, so
+/// behind a token); ready once the backend's main route answers.
+struct Setup {
+    // Fields drop in order: the containers before their network, the
+    // run's sweep last.
+    dockhand: DockhandInContainer,
+    admin: SocketAddr,
+    app: Container,
+    hosts: Hosts,
+    network: Network,
+    run: TestRun,
+}
+
+impl Setup {
+    fn start(test: &str) -> Setup {
+        let run = TestRun::new(test);
+        let network = run.network("net");
+        let hosts = Hosts::of(&run);
+        let app = labelled_backend(&run, &network, &hosts);
+        let args = [
+            "--admin-listen",
+            "0.0.0.0:8081",
+            "--admin-token",
+            ADMIN_TOKEN,
+        ];
+        let dockhand =
+            run.dockhand_in_container_with("dockhand", &network, &args, |spec| spec.publish(8081));
+        let admin = wait_until_ok("the admin API's published port", || {
+            dockhand.container.published(8081)
+        });
+        wait_for_200(dockhand.addr, &hosts.app, "/");
+        Setup {
+            dockhand,
+            admin,
+            app,
+            hosts,
+            network,
+            run,
+        }
+    }
+
+    /// `GET path` on the admin API.
+    fn admin(&self, path: &str) -> Result<serde_json::Value, String> {
+        admin_json(self.admin, ADMIN_TOKEN, path)
+    }
+}
+
+/// One request to dockhand with `headers` and `body`; panics without an answer.
+#[track_caller]
+fn send(
+    addr: SocketAddr,
+    method: &str,
+    host: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> HttpResponse {
+    http_request(addr, method, host, "/", headers, body)
+        .unwrap_or_else(|e| panic!("{method} {host}: {e}"))
+}
+
+/// `response` is dockhand's own refusal `error`, the backend never asked
+/// (every answer of the backend's carries `x-hostname`).
+#[track_caller]
+fn assert_refused(response: &HttpResponse, status: u16, error: &str) {
+    assert_eq!(response.status, status, "{response:?}");
+    assert_eq!(response.header("x-dockhand-error"), Some(error));
+    assert_eq!(response.header("x-hostname"), None, "{response:?}");
+}
+
+#[test]
+fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
+    let setup = Setup::start("mw-labels");
+    let (dockhand, hosts) = (&setup.dockhand, &setup.hosts);
+
+    // Allowed by ip_allow; the response rules ran on the backend's answer.
+    let response = send(dockhand.addr, "GET", &hosts.app, &[], b"");
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(answered_by(&response), setup.app.name);
+    assert_eq!(
+        response.header("content-security-policy"),
+        Some("default-src 'self'")
+    );
+    assert_eq!(response.header("x-hostname"), None, "removed");
+    assert_eq!(response.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(
+        response.header("referrer-policy"),
+        Some("strict-origin-when-cross-origin")
+    );
+    assert_eq!(response.header("x-frame-options"), Some("SAMEORIGIN"));
+
+    // The routes of one container come in one table swap: all are here now.
+    let response = send(dockhand.addr, "GET", &hosts.private, &[], b"");
+    assert_refused(&response, 403, "not_allowed");
+
+    // Refused from the declared length alone: no body is sent at all.
+    let over = [("content-length", "1025")];
+    let response = send(dockhand.addr, "POST", &hosts.app, &over, b"");
+    assert_refused(&response, 413, "body_too_large");
+    let at_the_limit = vec![b'x'; 1024];
+    let response = send(dockhand.addr, "POST", &hosts.app, &[], &at_the_limit);
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.json()["method"], "POST");
+
+    let response =
+        http_request(dockhand.addr, "GET", &hosts.www, "/a/b?c=d", &[], b"").expect("the redirect");
+    assert_eq!(response.status, 301, "{response:?}");
+    let moved_to = format!("http://{}/a/b?c=d", hosts.app);
+    assert_eq!(response.header("location"), Some(moved_to.as_str()));
+
+    // A preflight is dockhand's to answer (the backend would echo a 200).
+    let preflight = [
+        ("origin", FRONT),
+        ("access-control-request-method", "PUT"),
+        ("access-control-request-headers", "x-trace"),
+    ];
+    let response = send(dockhand.addr, "OPTIONS", &hosts.app, &preflight, b"");
+    assert_eq!(response.status, 204, "{response:?}");
+    assert!(response.body.is_empty(), "{response:?}");
+    assert_eq!(response.header("access-control-allow-origin"), Some(FRONT));
+    assert_eq!(
+        response.header("access-control-allow-methods"),
+        Some("GET, PUT")
+    );
+    assert_eq!(
+        response.header("access-control-allow-headers"),
+        Some("x-trace")
+    );
+    assert_eq!(
+        response.header("access-control-allow-credentials"),
+        Some("true")
+    );
+    assert_eq!(response.header("access-control-max-age"), Some("600"));
+
+    let response = send(dockhand.addr, "GET", &hosts.app, &[("origin", FRONT)], b"");
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.header("access-control-allow-origin"), Some(FRONT));
+    // The answer names the origin, so caches must key on it.
+    assert_eq!(response.header("vary"), Some("Origin"));
+    assert_eq!(
+        response.header("access-control-allow-credentials"),
+        Some("true")
+    );
+    let stranger = [("origin", "https://stranger.example")];
+    let response = send(dockhand.addr, "GET", &hosts.app, &stranger, b"");
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.header("access-control-allow-origin"), None);
+
+    // The admin API: each location's middlewares as the routes file writes them.
+    let view = setup.admin("/api/v1/hosts").expect("the admin API answers");
+    let middlewares = |host: &str| view["host"][host]["location"]["/"]["middlewares"].clone();
+    assert_eq!(
+        middlewares(&hosts.app),
+        json!({
+            "ip_allow": ["0.0.0.0/0", "::/0"],
+            "max_body_size": 1024,
+            "headers": {
+                "response": {
+                    "set": {"content-security-policy": "default-src 'self'"},
+                    "remove": ["x-hostname"]
+                },
+                "security": true
+            },
+            "cors": {
+                "allow_origins": [FRONT],
+                "allow_methods": "GET, PUT",
+                "allow_headers": null,
+                "allow_credentials": true,
+                "max_age": 600
+            }
+        }),
+        "{view}"
+    );
+    assert_eq!(
+        middlewares(&hosts.private),
+        json!({"ip_allow": ["192.0.2.0/24"]})
+    );
+    assert_eq!(
+        middlewares(&hosts.www),
+        json!({"redirect": {"regex": r"^http://www\.(.*)", "replacement": "http://$1",
+                            "permanent": true}})
+    );
+}
+
+#[test]
+fn bad_middleware_labels_are_diagnosed_and_leave_other_routes_alone() {
+    let setup = Setup::start("mw-bad-labels");
+    let Setup {
+        dockhand,
+        app,
+        hosts,
+        network,
+        run,
+        ..
+    } = &setup;
+
+    let broken_host = run.host("broken");
+    let broken = routed_backend(run, "broken", &broken_host, network)
+        .label("dockhand.ip_alow", "10.0.0.0/8")
+        .label("dockhand.max_body_size", "ten")
+        .run();
+    let diagnosed = wait_until_ok("both problems in GET /api/v1/diagnostics", || {
+        let document = setup.admin("/api/v1/diagnostics")?;
+        let of_broken: Vec<serde_json::Value> = document["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|diagnostic| diagnostic["container"]["name"] == broken.name.as_str())
+            .cloned()
+            .collect();
+        let found = |key: &str| of_broken.iter().find(|d| d["key"] == key).cloned();
+        match (found("dockhand.ip_alow"), found("dockhand.max_body_size")) {
+            (Some(typo), Some(bad_value)) => Ok((typo, bad_value)),
+            _ => Err(format!("{of_broken:?}")),
+        }
+    });
+    let (typo, bad_value) = diagnosed;
+    assert_eq!(typo["severity"], "warning", "{typo}");
+    assert_eq!(typo["value"], "10.0.0.0/8");
+    assert_eq!(typo["reason"], "unknown key, ignored", "{typo}");
+    assert_eq!(typo["suggestion"], "dockhand.ip_allow");
+    let message = typo["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("did you mean `dockhand.ip_allow`?"),
+        "{typo}"
+    );
+    assert_eq!(bad_value["severity"], "error", "{bad_value}");
+    assert_eq!(bad_value["value"], "ten");
+    assert_eq!(
+        bad_value["reason"], "`ten` is not a size: bytes, or a number with k, m or g (such as 10m)",
+        "{bad_value}"
+    );
+
+    // A route with a value not understood is never served half-way.
+    let response = send(dockhand.addr, "GET", &broken_host, &[], b"");
+    assert_refused(&response, 404, "no_host");
+    // The other container's routes, middlewares and all, are as they were.
+    let response = send(dockhand.addr, "GET", &hosts.app, &[], b"");
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(answered_by(&response), app.name);
+    assert_eq!(response.header("x-content-type-options"), Some("nosniff"));
+    let response = send(dockhand.addr, "GET", &hosts.private, &[], b"");
+    assert_refused(&response, 403, "not_allowed");
+}
