@@ -154,6 +154,14 @@ fn middlewares_view(middlewares: &Middlewares) -> Value {
                    "period_ms": limit.period.as_millis() as u64, "by": by}),
         );
     }
+    if let Some(auth) = &middlewares.basic_auth {
+        // Names only: a hash is never shown.
+        let users: Vec<&str> = auth.users.iter().map(|user| user.name.as_str()).collect();
+        view.insert(
+            "basic_auth".into(),
+            json!({"users": users, "realm": auth.realm, "forward": auth.forward}),
+        );
+    }
     if let Some(size) = middlewares.max_body_size {
         view.insert("max_body_size".into(), size.into());
     }

@@ -107,6 +107,22 @@ fn bad_values_are_refused_at_their_key_path() {
             format!("{AT}.rate_limit.by: `cookie`: expected `client` or `header:<Header-Name>`"),
         ),
         (
+            r#""basic_auth": {"users": ["alice:secret"]}"#,
+            format!("{AT}.basic_auth.users: user `alice`: the hash is neither bcrypt ($2y$) nor argon2id ($argon2id$): htpasswd -B makes bcrypt ones"),
+        ),
+        (
+            r#""basic_auth": {"users": ["alice:$2y$05$tooshort"]}"#,
+            format!("{AT}.basic_auth.users: user `alice`: the bcrypt hash is malformed"),
+        ),
+        (
+            r#""basic_auth": {"realm": "Admin"}"#,
+            format!("{AT}.basic_auth.users: basic auth needs basic_auth.users, as user:hash pairs"),
+        ),
+        (
+            r#""basic_auth": {"users": ["nohash"]}"#,
+            format!("{AT}.basic_auth.users: expected user:hash pairs (htpasswd lines)"),
+        ),
+        (
             r#""max_body_size": "10q""#,
             format!("{AT}.max_body_size: `10q` is not a size: bytes, or a number with k, m or g (such as 10m)"),
         ),
@@ -173,4 +189,31 @@ fn origins_match_exactly_or_below_a_domain() {
     assert!(!below.allows("https://badexample.com"));
     assert!(!below.allows("null"));
     assert!(origin_pattern("*").unwrap().allows("null"));
+}
+
+#[test]
+fn users_are_read_with_their_hashes_and_argon2_commas_survive_a_label_list() {
+    use argon2::password_hash::{PasswordHasher, SaltString};
+    let salt = SaltString::encode_b64(b"sixteen byte salt").unwrap();
+    let argon2 = argon2::Argon2::default()
+        .hash_password(b"hunter2", &salt)
+        .unwrap()
+        .to_string();
+    assert!(argon2.contains(','), "its parameters: {argon2}");
+    let bcrypt = bcrypt::hash("secret", 4).unwrap();
+    // As a label's comma-separated list splits them.
+    let label = format!("carol:{argon2}, alice:{bcrypt}");
+    let items: Vec<String> = label.split(',').map(str::to_owned).collect();
+    let users: Vec<BasicAuthUser> = rejoin_hashes(items)
+        .iter()
+        .map(|item| user(item).unwrap())
+        .collect();
+    assert_eq!(users[0].name, "carol");
+    assert!(users[0].hash == PasswordHash::Argon2id(argon2));
+    assert_eq!(users[1].name, "alice");
+    assert!(users[1].hash == PasswordHash::Bcrypt(bcrypt));
+    // Never shown, even in a debug print.
+    assert_eq!(format!("{:?}", users[1]), "BasicAuthUser(alice)");
+    let md5 = user("bob:$apr1$salt$hash").unwrap_err();
+    assert!(md5.contains("neither bcrypt"), "{md5}");
 }
