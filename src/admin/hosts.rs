@@ -162,6 +162,20 @@ fn middlewares_view(middlewares: &Middlewares) -> Value {
             json!({"users": users, "realm": auth.realm, "forward": auth.forward}),
         );
     }
+    if let Some(auth) = &middlewares.forward_auth {
+        let scheme = if auth.tls { "https" } else { "http" };
+        let copied: Vec<&str> = auth
+            .response_headers
+            .iter()
+            .map(|name| name.as_str())
+            .collect();
+        view.insert(
+            "forward_auth".into(),
+            json!({"address": format!("{scheme}://{}{}", auth.authority, auth.path),
+                   "response_headers": copied,
+                   "trust_forward_header": auth.trust_forward_header}),
+        );
+    }
     if let Some(size) = middlewares.max_body_size {
         view.insert("max_body_size".into(), size.into());
     }

@@ -15,6 +15,7 @@ use ipnet::IpNet;
 use regex::Regex;
 
 use super::durations::parse_duration;
+use super::model::UpstreamTarget;
 use super::values;
 
 /// Every middleware key of a location, besides the maps below.
@@ -27,6 +28,9 @@ pub const MIDDLEWARE_KEYS: &[&str] = &[
     "basic_auth.users",
     "basic_auth.realm",
     "basic_auth.forward",
+    "forward_auth.address",
+    "forward_auth.response_headers",
+    "forward_auth.trust_forward_header",
     "max_body_size",
     "redirect.regex",
     "redirect.replacement",
@@ -69,6 +73,7 @@ pub struct Middlewares {
     pub ip_allow: Option<Vec<IpNet>>,
     pub rate_limit: Option<RateLimit>,
     pub basic_auth: Option<BasicAuth>,
+    pub forward_auth: Option<ForwardAuth>,
     /// Bytes; a request body past it is answered `413`.
     pub max_body_size: Option<u64>,
     pub redirect: Option<Redirect>,
@@ -99,6 +104,21 @@ impl Middlewares {
                 names.join(","),
                 auth.realm,
                 auth.forward
+            ));
+        }
+        if let Some(auth) = &self.forward_auth {
+            let copied: Vec<&str> = auth
+                .response_headers
+                .iter()
+                .map(HeaderName::as_str)
+                .collect();
+            let scheme = if auth.tls { "https" } else { "http" };
+            described.push(format!(
+                "forward_auth {scheme}://{}{} response_headers {} trust_forward_header {}",
+                auth.authority,
+                auth.path,
+                copied.join(","),
+                auth.trust_forward_header
             ));
         }
         if let Some(size) = self.max_body_size {
@@ -212,6 +232,28 @@ pub enum PasswordHash {
     Bcrypt(String),
     /// `$argon2id$v=19$m=...,t=...,p=...$salt$hash` (a PHC string).
     Argon2id(String),
+}
+
+/// Forward auth: each request is first asked about at an auth service
+/// (Authelia, Authentik, oauth2-proxy); a `2xx` lets it through, anything
+/// else is the client's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardAuth {
+    /// The auth service's address, or a name followed through DNS like
+    /// any upstream's.
+    pub target: UpstreamTarget,
+    /// Over TLS (`https://`).
+    pub tls: bool,
+    /// The `Host` it is asked with: the URL's authority as written.
+    pub authority: String,
+    /// The URL's path and query.
+    pub path: String,
+    /// Headers of its `2xx` answer set on the request to the upstream
+    /// (`Remote-User`); the client's own are always removed.
+    pub response_headers: Vec<HeaderName>,
+    /// The client's `X-Forwarded-*` are passed on as it sent them (only
+    /// for clients that are trusted proxies themselves).
+    pub trust_forward_header: bool,
 }
 
 /// The default realm of a `basic_auth` challenge.
@@ -338,6 +380,7 @@ pub fn read_middlewares(written: &mut impl WrittenSettings) -> Middlewares {
         ip_allow: read_list(written, "ip_allow", network),
         rate_limit: read_rate_limit(written),
         basic_auth: read_basic_auth(written),
+        forward_auth: read_forward_auth(written),
         max_body_size: read_text(written, "max_body_size", body_size),
         redirect: read_redirect(written),
         response_headers: read_response_headers(written),
@@ -540,6 +583,61 @@ fn realm(text: &str) -> Result<String, String> {
             "`{text}` can't be a realm: write it without quotes, backslashes or control characters"
         )),
     }
+}
+
+fn read_forward_auth(written: &mut impl WrittenSettings) -> Option<ForwardAuth> {
+    let address = read_text(written, "forward_auth.address", forward_auth_address);
+    let response_headers = read_list(written, "forward_auth.response_headers", header_name);
+    let trust = written.boolean("forward_auth.trust_forward_header");
+    let Some(mut auth) = address else {
+        let others = response_headers.is_some() || trust.is_some();
+        if others && !written.is_written("forward_auth.address") {
+            let reason =
+                "forward auth needs forward_auth.address, the auth service's URL".to_owned();
+            written.refuse("forward_auth.address", reason);
+        }
+        return None;
+    };
+    auth.response_headers = response_headers.unwrap_or_default();
+    auth.trust_forward_header = trust.unwrap_or(false);
+    Some(auth)
+}
+
+/// `http://host[:port][/path]` or `https://...`: the host an address or a
+/// name, the port the scheme's unless written.
+pub fn forward_auth_address(text: &str) -> Result<ForwardAuth, String> {
+    let not_a_url = || format!("`{text}` is not an http:// or https:// URL");
+    let uri: http::Uri = text.parse().map_err(|_| not_a_url())?;
+    let tls = match uri.scheme_str() {
+        Some("http") => false,
+        Some("https") => true,
+        _ => return Err(not_a_url()),
+    };
+    let authority = uri.authority().ok_or_else(not_a_url)?;
+    if authority.as_str().contains('@') {
+        return Err(format!(
+            "`{text}`: credentials in the URL are not sent; leave them out"
+        ));
+    }
+    let port = authority.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let host = authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']');
+    let target = match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => UpstreamTarget::Address(std::net::SocketAddr::new(ip, port)),
+        Err(_) => values::upstream_target(&format!("{host}:{port}"))?,
+    };
+    Ok(ForwardAuth {
+        target,
+        tls,
+        authority: authority.as_str().to_owned(),
+        path: uri
+            .path_and_query()
+            .map_or("/".to_owned(), |path| path.as_str().to_owned()),
+        response_headers: Vec::new(),
+        trust_forward_header: false,
+    })
 }
 
 fn read_redirect(written: &mut impl WrittenSettings) -> Option<Redirect> {

@@ -123,6 +123,18 @@ fn bad_values_are_refused_at_their_key_path() {
             format!("{AT}.basic_auth.users: expected user:hash pairs (htpasswd lines)"),
         ),
         (
+            r#""forward_auth": {"address": "auth:9091"}"#,
+            format!("{AT}.forward_auth.address: `auth:9091` is not an http:// or https:// URL"),
+        ),
+        (
+            r#""forward_auth": {"address": "http://user:pw@auth:9091/"}"#,
+            format!("{AT}.forward_auth.address: `http://user:pw@auth:9091/`: credentials in the URL are not sent; leave them out"),
+        ),
+        (
+            r#""forward_auth": {"response_headers": ["Remote-User"]}"#,
+            format!("{AT}.forward_auth.address: forward auth needs forward_auth.address, the auth service's URL"),
+        ),
+        (
             r#""max_body_size": "10q""#,
             format!("{AT}.max_body_size: `10q` is not a size: bytes, or a number with k, m or g (such as 10m)"),
         ),
@@ -216,4 +228,32 @@ fn users_are_read_with_their_hashes_and_argon2_commas_survive_a_label_list() {
     assert_eq!(format!("{:?}", users[1]), "BasicAuthUser(alice)");
     let md5 = user("bob:$apr1$salt$hash").unwrap_err();
     assert!(md5.contains("neither bcrypt"), "{md5}");
+}
+
+#[test]
+fn forward_auth_addresses_are_names_or_addresses_with_the_schemes_port() {
+    let auth =
+        forward_auth_address("http://authelia:9091/api/verify?rd=https://login.test").unwrap();
+    assert_eq!(
+        auth.target,
+        UpstreamTarget::Name {
+            host: "authelia".into(),
+            port: 9091
+        }
+    );
+    assert!(!auth.tls);
+    assert_eq!(auth.authority, "authelia:9091");
+    assert_eq!(auth.path, "/api/verify?rd=https://login.test");
+    let tls = forward_auth_address("https://10.0.0.5").unwrap();
+    assert_eq!(
+        tls.target,
+        UpstreamTarget::Address("10.0.0.5:443".parse().unwrap())
+    );
+    assert!(tls.tls);
+    assert_eq!(tls.path, "/");
+    let v6 = forward_auth_address("http://[::1]:4180/oauth2/auth").unwrap();
+    assert_eq!(
+        v6.target,
+        UpstreamTarget::Address("[::1]:4180".parse().unwrap())
+    );
 }

@@ -1,7 +1,7 @@
 //! Per-location request handling, in a fixed order: the IP allow list,
 //! the rate limit, the declared body size, a CORS preflight answered by
-//! dockhand (browsers send them without credentials), basic auth, and the
-//! redirect, before the upstream; response header rules and CORS on the
+//! dockhand (browsers send them without credentials), basic auth, (the
+//! auth service, which `proxy` asks) and the redirect, before the upstream; response header rules and CORS on the
 //! upstream's answer. Decisions only: what a refusal's status is, and how
 //! the request reaches here, is `proxy`'s. A location without middlewares
 //! never comes here (`Location::middlewares` is `None`).
@@ -128,12 +128,16 @@ pub async fn before_upstream(
         }
         asked.strip_authorization = !auth.forwards_credentials();
     }
-    if let Some(redirect) = &middlewares.redirect {
-        if let Some(answer) = redirect::answer(redirect, request) {
-            return Verdict::Answer(answer);
-        }
-    }
     Verdict::Forward(asked)
+}
+
+/// The redirect, when the location has one and it matches; it comes after
+/// every check and the auth service.
+pub fn redirect(
+    location: &LocationMiddlewares,
+    request: &RequestFacts<'_>,
+) -> Option<Response<Bytes>> {
+    redirect::answer(location.settings.redirect.as_ref()?, request)
 }
 
 /// Runs the response side on the upstream's answer.

@@ -89,6 +89,11 @@ impl PeerInfo {
         }
     }
 
+    /// Whether the peer is one of `--trusted-proxies`.
+    pub fn is_trusted(&self) -> bool {
+        self.trusted
+    }
+
     /// The client's address as `--trusted-proxies` establish it: the
     /// peer's, unless the peer is a trusted proxy; then the last address
     /// of its `X-Forwarded-For` that is not a trusted proxy too (each proxy

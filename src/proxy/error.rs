@@ -68,6 +68,11 @@ pub enum ErrorKind {
     RateLimited,
     /// No credentials, or wrong ones, for its location's `basic_auth`.
     Unauthorized,
+    /// The location's `forward_auth` service could not be asked (no
+    /// address, refused, reset, not HTTP): the request does not go through.
+    ForwardAuthFailed,
+    /// The `forward_auth` service did not answer within `--upstream-timeout`.
+    ForwardAuthTimeout,
     /// The request's `Transfer-Encoding` has a coding besides one final
     /// `chunked` (RFC 9112 §6.1): dockhand implements no other.
     UnsupportedTransferCoding,
@@ -116,7 +121,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, so each reason can be listed (metrics show them all from the start).
-    pub const ALL: [ErrorKind; 30] = [
+    pub const ALL: [ErrorKind; 32] = [
         ErrorKind::MissingHost,
         ErrorKind::BadHost,
         ErrorKind::RepeatedHost,
@@ -126,6 +131,8 @@ impl ErrorKind {
         ErrorKind::NotAllowed,
         ErrorKind::RateLimited,
         ErrorKind::Unauthorized,
+        ErrorKind::ForwardAuthFailed,
+        ErrorKind::ForwardAuthTimeout,
         ErrorKind::UnsupportedTransferCoding,
         ErrorKind::HeadersTooLarge,
         ErrorKind::NoHost,
@@ -160,6 +167,8 @@ impl ErrorKind {
             ErrorKind::NotAllowed => StatusCode::FORBIDDEN,
             ErrorKind::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             ErrorKind::Unauthorized => StatusCode::UNAUTHORIZED,
+            ErrorKind::ForwardAuthFailed => StatusCode::BAD_GATEWAY,
+            ErrorKind::ForwardAuthTimeout => StatusCode::GATEWAY_TIMEOUT,
             ErrorKind::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             ErrorKind::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ErrorKind::NoHost | ErrorKind::NoLocation => StatusCode::NOT_FOUND,
@@ -195,6 +204,8 @@ impl ErrorKind {
             ErrorKind::NotAllowed => "not_allowed",
             ErrorKind::RateLimited => "rate_limited",
             ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::ForwardAuthFailed => "forward_auth_failed",
+            ErrorKind::ForwardAuthTimeout => "forward_auth_timeout",
             ErrorKind::UnsupportedTransferCoding => "unsupported_transfer_coding",
             ErrorKind::HeadersTooLarge => "headers_too_large",
             ErrorKind::NoHost => "no_host",
@@ -231,6 +242,8 @@ impl ErrorKind {
             ErrorKind::NotAllowed => "this address may not use this location\n",
             ErrorKind::RateLimited => "too many requests; ask again after Retry-After\n",
             ErrorKind::Unauthorized => "this location needs a user name and password\n",
+            ErrorKind::ForwardAuthFailed => "the authentication service could not be asked\n",
+            ErrorKind::ForwardAuthTimeout => "the authentication service did not answer in time\n",
             ErrorKind::UnsupportedTransferCoding => {
                 "the request's transfer coding is not implemented (only chunked is)\n"
             }

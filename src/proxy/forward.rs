@@ -17,6 +17,7 @@ use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
 use super::client_identity::{set_client_identity, PeerInfo, Scheme};
 use super::error::{find_source, ErrorKind, ProxyError};
+use super::forward_auth::{self, AuthAnswer};
 use super::framing::{self, ReadAhead};
 use super::headers;
 use super::host;
@@ -28,9 +29,9 @@ use super::to_https;
 use super::upgrade;
 use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
 use crate::metrics::{LocationCounters, Metrics};
-use crate::middleware::{self, LocationMiddlewares, Refusal, RequestFacts, Verdict};
+use crate::middleware::{self, Asked, LocationMiddlewares, Refusal, RequestFacts, Verdict};
 use crate::resolve::ResolveHints;
-use crate::routes::{Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
+use crate::routes::{ForwardAuthRoute, Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
 use crate::tls::TlsState;
 use crate::upstream::Endpoint;
 
@@ -126,7 +127,7 @@ async fn handle_inner(
         return Ok(redirect);
     }
     let looked = look(state, &wanted)?;
-    let answer_rules = match looked.middlewares {
+    let mut answer_rules = match looked.middlewares {
         Some(guarded) => {
             record.location = Some(guarded.location.clone());
             record.counters = guarded.counters.clone();
@@ -139,11 +140,11 @@ async fn handle_inner(
                 headers: request.headers(),
             };
             // Boxed: only locations with middlewares carry its state.
-            match Box::pin(middleware::before_upstream(&guarded.middlewares, &facts)).await {
-                Verdict::Forward(asked) => Some((guarded.middlewares, asked)),
-                Verdict::Refuse(refusal) => return Err(refused(refusal)),
-                Verdict::Answer(answer) => return Ok(answer.map(ProxyBody::message)),
-            }
+            let asked = match Box::pin(before_upstream(&guarded, peer, &facts, state)).await? {
+                Ahead::Forward(asked) => asked,
+                Ahead::Answer(answer) => return Ok(answer),
+            };
+            Some((guarded, asked))
         }
         None => None,
     };
@@ -162,11 +163,13 @@ async fn handle_inner(
         .is_some()
         .then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
-    if answer_rules
-        .as_ref()
-        .is_some_and(|(_, asked)| asked.strip_authorization)
-    {
-        parts.headers.remove(header::AUTHORIZATION);
+    if let Some((guarded, asked)) = &mut answer_rules {
+        if asked.strip_authorization {
+            parts.headers.remove(header::AUTHORIZATION);
+        }
+        if let Some((auth, allowed)) = guarded.forward_auth.as_ref().zip(asked.allowed.take()) {
+            forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
+        }
     }
     prepare_head(
         &mut parts.headers,
@@ -246,8 +249,8 @@ async fn handle_inner(
         .inspect_err(|error| record.log_failed_try(&route.location, error))?;
     headers::remove_hop_by_hop(response.headers_mut());
     to_https::set_hsts(peer, route.hsts.as_ref(), response.headers_mut());
-    if let Some((middlewares, asked)) = &answer_rules {
-        middleware::on_response(middlewares, asked, response.headers_mut());
+    if let Some((guarded, asked)) = &answer_rules {
+        middleware::on_response(&guarded.middlewares, &asked.rules, response.headers_mut());
     }
     if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
         upgrade::set_upgrade(response.headers_mut(), protocol);
@@ -297,19 +300,43 @@ fn redirect_to_https(
 /// for at most `stall_limit` between two frames.
 fn checked_answer(
     route: &RequestPlan,
-    mut response: UpstreamResponse,
+    response: UpstreamResponse,
     stall_limit: Duration,
 ) -> Result<(Response<ReadAhead<UpstreamStream>>, Option<HeaderValue>), ProxyError> {
-    // The client's connection has its own version; the upstream's is not passed on.
-    *response.version_mut() = Version::HTTP_11;
-    framing::check_response_head(&mut response)?;
-    let response = response.map(|body| UpstreamStream::new(body, stall_limit));
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return Ok((framing::read_ahead(response)?, None));
+        return Ok((plain_answer(response, stall_limit)?, None));
     }
+    let response = checked_head(response, stall_limit)?;
     let protocols = upgrade::accepted_switch(route.upgrade.as_ref(), response.headers())
         .map_err(|unexpected| ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected))?;
     Ok((response.map(ReadAhead::from), Some(protocols)))
+}
+
+/// An answer that switches no protocol, as the client may get it (the
+/// auth service's too).
+pub(super) fn plain_answer(
+    response: UpstreamResponse,
+    stall_limit: Duration,
+) -> Result<Response<ReadAhead<UpstreamStream>>, ProxyError> {
+    let response = checked_head(response, stall_limit)?;
+    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
+        return Err(ProxyError::new(
+            ErrorKind::UnexpectedUpgrade,
+            "a protocol switch where none was asked for",
+        ));
+    }
+    framing::read_ahead(response)
+}
+
+/// The answer's head checked, its body limited in how long it may stall.
+fn checked_head(
+    mut response: UpstreamResponse,
+    stall_limit: Duration,
+) -> Result<Response<UpstreamStream>, ProxyError> {
+    // The client's connection has its own version; the upstream's is not passed on.
+    *response.version_mut() = Version::HTTP_11;
+    framing::check_response_head(&mut response)?;
+    Ok(response.map(|body| UpstreamStream::new(body, stall_limit)))
 }
 
 /// What a request is routed by, what its location is asked for, and until
@@ -373,8 +400,68 @@ struct Looked {
 /// A location's middlewares, with what its refusals count under.
 struct Guarded {
     middlewares: Arc<LocationMiddlewares>,
+    forward_auth: Option<Arc<ForwardAuthRoute>>,
     location: Arc<str>,
     counters: Arc<LocationCounters>,
+}
+
+/// What the middlewares made of a request before its upstream. Held only
+/// until it is matched.
+#[allow(clippy::large_enum_variant)]
+enum Ahead {
+    Forward(Admitted),
+    /// Answered by dockhand or by the auth service.
+    Answer(Response<ProxyBody>),
+}
+
+/// A request the middlewares let through, and what its answer needs.
+struct Admitted {
+    rules: Asked,
+    /// What its auth service set for the upstream (`Remote-User`).
+    allowed: Option<Vec<(header::HeaderName, HeaderValue)>>,
+    strip_authorization: bool,
+}
+
+/// Runs a location's middlewares in their order: the checks (IP allow
+/// list, rate limit, body size, CORS preflight, basic auth), then the
+/// auth service, then the redirect.
+async fn before_upstream(
+    guarded: &Guarded,
+    peer: &PeerInfo,
+    facts: &RequestFacts<'_>,
+    state: &ProxyState,
+) -> Result<Ahead, ProxyError> {
+    let rules = match middleware::before_upstream(&guarded.middlewares, facts).await {
+        Verdict::Forward(rules) => rules,
+        Verdict::Refuse(refusal) => return Err(refused(refusal)),
+        Verdict::Answer(answer) => return Ok(Ahead::Answer(answer.map(ProxyBody::message))),
+    };
+    let mut allowed = None;
+    if let Some(auth) = &guarded.forward_auth {
+        let asking = forward_auth::Asking {
+            method: facts.method,
+            uri: facts.uri,
+            host: facts.host,
+            headers: facts.headers,
+        };
+        match forward_auth::ask(state, peer, auth, &asking).await? {
+            AuthAnswer::Allowed(headers) => allowed = Some(headers),
+            AuthAnswer::Denied(answer) => {
+                state
+                    .metrics
+                    .refused(guarded.counters.host().clone(), "forward_auth");
+                return Ok(Ahead::Answer(answer));
+            }
+        }
+    }
+    if let Some(answer) = middleware::redirect(&guarded.middlewares, facts) {
+        return Ok(Ahead::Answer(answer.map(ProxyBody::message)));
+    }
+    Ok(Ahead::Forward(Admitted {
+        strip_authorization: rules.strip_authorization,
+        rules,
+        allowed,
+    }))
 }
 
 /// Looks the request's location up once. When it has no endpoint, its
@@ -385,6 +472,7 @@ fn look(state: &ProxyState, wanted: &Wanted<'_>) -> Result<Looked, ProxyError> {
     let counters = location.counters(&state.metrics);
     let middlewares = location.middlewares.as_ref().map(|middlewares| Guarded {
         middlewares: middlewares.clone(),
+        forward_auth: location.forward_auth.clone(),
         location: location.prefix.clone(),
         counters: counters.clone(),
     });

@@ -16,6 +16,7 @@ mod client_body;
 mod client_identity;
 mod error;
 mod forward;
+mod forward_auth;
 mod framing;
 mod headers;
 mod host;

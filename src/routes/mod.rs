@@ -13,7 +13,7 @@ mod host_match;
 mod table;
 
 pub use host_match::{normalize_host, MAX_HOST_LEN};
-pub use table::{BuildInputs, Conflict, Location, RouteMiss, RouteTable};
+pub use table::{BuildInputs, Conflict, ForwardAuthRoute, Location, RouteMiss, RouteTable};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -409,13 +409,18 @@ impl Default for Router {
     }
 }
 
-/// Every name an upstream of `served` is written with.
+/// Every name an upstream (or a location's auth service) of `served` is
+/// written with.
 fn names_used<'a>(served: impl Iterator<Item = &'a DesiredHosts>) -> BTreeSet<String> {
     served
         .flat_map(|hosts| &hosts.hosts)
         .flat_map(|host| &host.locations)
-        .flat_map(|location| &location.upstreams)
-        .filter_map(|upstream| match &upstream.target {
+        .flat_map(|location| {
+            let auth = location.middlewares.forward_auth.as_ref();
+            let targets = location.upstreams.iter().map(|upstream| &upstream.target);
+            targets.chain(auth.map(|auth| &auth.target))
+        })
+        .filter_map(|target| match target {
             UpstreamTarget::Name { host, .. } => Some(host.clone()),
             UpstreamTarget::Address(_) | UpstreamTarget::Srv { .. } => None,
         })

@@ -8,11 +8,19 @@ use std::sync::{Arc, OnceLock};
 use http::HeaderValue;
 
 use crate::config::{
-    DesiredHosts, HostConfig, HostPattern, LocationConfig, ProviderId, Retry, Rewrite, Upgrades,
+    middleware::ForwardAuth, DesiredHosts, HostConfig, HostPattern, LoadBalancing, LocationConfig,
+    Protocol, ProviderId, Retry, Rewrite, Upgrades, UpstreamConfig,
 };
 use crate::metrics::{LocationCounters, Metrics};
 use crate::middleware::{LimitersBuild, LocationMiddlewares};
 use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
+
+/// A location's auth service: its setting, and its endpoints, resolved,
+/// pooled and checked like any upstream's.
+pub struct ForwardAuthRoute {
+    pub settings: ForwardAuth,
+    pub upstreams: UpstreamSet,
+}
 
 /// What a table is built from besides the desired hosts: what the
 /// endpoints need, and where rate limits keep their buckets.
@@ -52,6 +60,8 @@ pub struct Location {
     /// What it does to requests besides forwarding them; `None` for the
     /// many locations that set none, whose requests never look further.
     pub middlewares: Option<Arc<LocationMiddlewares>>,
+    /// Its `forward_auth` service, reached like an upstream.
+    pub forward_auth: Option<Arc<ForwardAuthRoute>>,
     /// Its host as configured (`*.example.com`), for metrics.
     pub host: Arc<str>,
     /// Its host's `https_redirect`: plain HTTP goes to HTTPS while the
@@ -206,6 +216,19 @@ fn build_location(
         retry: config.retry.clone().map(Arc::new),
         rewrite: config.rewrite.clone(),
         upgrades: config.upgrades.clone(),
+        forward_auth: config.middlewares.forward_auth.as_ref().map(|auth| {
+            let name: Arc<str> = format!("{name} forward_auth").into();
+            Arc::new(ForwardAuthRoute {
+                upstreams: UpstreamSet::build(
+                    &[auth_upstream(auth)],
+                    LoadBalancing::RoundRobin,
+                    checks,
+                    &context.endpoints,
+                    &name,
+                ),
+                settings: auth.clone(),
+            })
+        }),
         middlewares: (!config.middlewares.is_empty()).then(|| {
             let host = host.pattern.to_string();
             Arc::new(LocationMiddlewares::new(
@@ -220,6 +243,20 @@ fn build_location(
             .hsts
             .and_then(|hsts| HeaderValue::try_from(hsts.to_string()).ok()),
         counters: OnceLock::new(),
+    }
+}
+
+/// The auth service as an upstream: plain HTTP/1.1 or TLS as its URL says.
+fn auth_upstream(auth: &ForwardAuth) -> UpstreamConfig {
+    UpstreamConfig {
+        target: auth.target.clone(),
+        weight: 1,
+        tls: auth.tls,
+        sni: None,
+        verify: false,
+        headers_add: Vec::new(),
+        protocol: Protocol::Http1,
+        container: None,
     }
 }
 

@@ -92,7 +92,7 @@ impl DnsServer {
         // A free UDP port may be taken for TCP by another test: try another.
         let (udp, tcp) = loop {
             let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-            if let Ok(tcp) = TcpListener::bind(udp.local_addr().unwrap()).await {
+            if let Ok(tcp) = tcp_listener(udp.local_addr().unwrap()) {
                 break (udp, tcp);
             }
         };
@@ -121,32 +121,26 @@ impl DnsServer {
     /// proxy under test say, could take it as its local port for as long
     /// as it lives, and the server could not come back.
     pub async fn stop(&mut self) {
+        // Reserved before the listener goes, so no other socket can take
+        // the port in between (both have SO_REUSEPORT).
+        self.reserved =
+            Some(port_socket(self.address).expect("the DNS server's TCP port, reserved"));
         for task in self.tasks.drain(..) {
             task.abort();
             // Returns once the task, and the sockets it owns, are dropped.
             let _ = task.await;
         }
-        let reserved = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
-            .expect("a TCP socket");
-        // As the listener had it, so connections it leaves in TIME_WAIT don't refuse the bind.
-        reserved.set_reuse_address(true).expect("SO_REUSEADDR");
-        reserved
-            .bind(&self.address.into())
-            .expect("the DNS server's TCP port, reserved while it is down");
-        self.reserved = Some(reserved);
     }
 
     /// Back on the same address, answering from the records set meanwhile.
-    /// The TCP listener joins the reserving socket (both `SO_REUSEADDR`,
-    /// that one not listening), which then goes. The UDP port was not
+    /// The TCP listener joins the reserving socket (both `SO_REUSEADDR` and
+    /// `SO_REUSEPORT`, that one not listening), which then goes. The UDP port was not
     /// reserved (the kernel takes none for outgoing UDP of its own accord,
     /// but a resolver's query socket may hold it a moment): it is asked for
     /// again until free.
     pub async fn resume(&mut self) {
         assert!(self.tasks.is_empty(), "resume after stop");
-        let tcp = TcpListener::bind(self.address)
-            .await
-            .expect("the DNS server's TCP port again");
+        let tcp = tcp_listener(self.address).expect("the DNS server's TCP port again");
         self.reserved = None;
         let started = Instant::now();
         let udp = loop {
@@ -366,4 +360,24 @@ fn fqdn(name: &str) -> Name {
     let mut name = Name::from_ascii(name).expect("a DNS name");
     name.set_fqdn(true);
     name
+}
+
+/// A TCP socket bound to `address` that other such sockets may join:
+/// `SO_REUSEADDR` so connections left in TIME_WAIT don't refuse the bind,
+/// `SO_REUSEPORT` so the port can be reserved while the listener still
+/// holds it.
+fn port_socket(address: SocketAddr) -> std::io::Result<socket2::Socket> {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&address.into())?;
+    Ok(socket)
+}
+
+/// The server's TCP listener on `address`.
+fn tcp_listener(address: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = port_socket(address)?;
+    socket.listen(128)?;
+    socket.set_nonblocking(true)?;
+    TcpListener::from_std(socket.into())
 }

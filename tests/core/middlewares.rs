@@ -5,6 +5,7 @@
 //! the upstream; a location without middlewares is served as before.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -15,6 +16,7 @@ use serde_json::json;
 
 use dockhand::settings::Settings;
 
+use crate::dns_server::DnsServer;
 use crate::support::*;
 
 /// A backend that reads each request's body before answering with its
@@ -284,4 +286,160 @@ async fn basic_auth_challenges_checks_and_keeps_the_password_from_the_upstream()
     );
     let refusals = r#"dockhand_middleware_refusals_total{host="example.com",feature="basic_auth"}"#;
     wait_for_series(proxy.admin, refusals, 2.0).await;
+}
+
+/// An auth service with the contract Authelia and oauth2-proxy document:
+/// a request with the `session=good` cookie gets `200` with `Remote-User`
+/// and `Remote-Groups` (and a header not to be copied); any other gets a
+/// `302` to its login page, built from the `X-Forwarded-*` it was told,
+/// with a cookie. Each request's headers (and body length) are kept.
+async fn auth_service() -> (Backend, Arc<Mutex<Vec<http::HeaderMap>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let kept = seen.clone();
+    let backend = Backend::start(move |request: http::Request<Incoming>| {
+        let kept = kept.clone();
+        async move {
+            let (parts, body) = request.into_parts();
+            let body_len = body.collect().await.map_or(0, |body| body.to_bytes().len());
+            assert_eq!(body_len, 0, "the auth service never gets the body");
+            kept.lock().unwrap().push(parts.headers.clone());
+            let header = |name: &str| {
+                parts
+                    .headers
+                    .get(name)
+                    .map_or("", |value| value.to_str().unwrap())
+                    .to_owned()
+            };
+            if header("cookie").contains("session=good") {
+                return Response::builder()
+                    .header("remote-user", "alice")
+                    .header("remote-groups", "admins")
+                    .header("x-internal", "not copied")
+                    .body(empty())
+                    .unwrap();
+            }
+            let back_to = format!(
+                "{}://{}{}",
+                header("x-forwarded-proto"),
+                header("x-forwarded-host"),
+                header("x-forwarded-uri")
+            );
+            Response::builder()
+                .status(302)
+                .header("location", format!("https://login.test/?rd={back_to}"))
+                .header("set-cookie", "login_state=1; Path=/")
+                .body(full("log in first"))
+                .unwrap()
+        }
+    })
+    .await;
+    (backend, seen)
+}
+
+fn forward_auth_routes(upstream: SocketAddr, auth_address: &str) -> String {
+    routes(
+        upstream,
+        json!({"forward_auth": {"address": auth_address,
+                                "response_headers": ["Remote-User", "Remote-Groups"]}}),
+    )
+}
+
+#[tokio::test]
+async fn forward_auth_sends_the_login_answer_back_and_lets_sessions_through() {
+    let backend = Backend::echo("app").await;
+    let (auth, seen) = auth_service().await;
+    // The auth service by name, resolved like any upstream's.
+    let dns = DnsServer::start().await;
+    dns.set_a("auth.test", ["127.0.0.1"], 60);
+    let settings = Settings {
+        dns_resolver: Some(dns.address()),
+        ..test_settings()
+    };
+    let address = format!("http://auth.test:{}/api/verify?rd=x", auth.addr.port());
+    let proxy = Proxy::start_with(&forward_auth_routes(backend.addr, &address), settings).await;
+
+    let anonymous = request("POST", "example.com", "/guarded/page?a=1")
+        .header("cookie", "theme=dark")
+        .body(full("form data"))
+        .unwrap();
+    let login = send(proxy.addr, anonymous).await;
+    assert_eq!(login.status, StatusCode::FOUND);
+    assert_eq!(
+        login.header("location"),
+        "https://login.test/?rd=http://example.com/guarded/page?a=1"
+    );
+    assert_eq!(login.header("set-cookie"), "login_state=1; Path=/");
+    assert_eq!(login.text(), "log in first");
+    assert_eq!(backend.request_count(), 0);
+    {
+        let seen = seen.lock().unwrap();
+        let asked = &seen[0];
+        assert_eq!(asked["x-forwarded-method"], "POST");
+        assert_eq!(asked["x-forwarded-proto"], "http");
+        assert_eq!(asked["x-forwarded-host"], "example.com");
+        assert_eq!(asked["x-forwarded-uri"], "/guarded/page?a=1");
+        assert_eq!(asked["x-forwarded-for"], "127.0.0.1");
+        assert_eq!(
+            asked["cookie"], "theme=dark",
+            "the client's cookies go along"
+        );
+        assert_eq!(asked["host"], format!("auth.test:{}", auth.addr.port()));
+    }
+
+    // A session: through, with who it is; a client's own claim is dropped.
+    let logged_in = request("GET", "example.com", "/guarded/page")
+        .header("cookie", "session=good")
+        .header("remote-user", "mallory")
+        .body(empty())
+        .unwrap();
+    let reply = send(proxy.addr, logged_in).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.echoed_header("remote-user").as_deref(), Some("alice"));
+    assert_eq!(
+        reply.echoed_header("remote-groups").as_deref(),
+        Some("admins")
+    );
+    assert_eq!(reply.echoed_header("x-internal"), None);
+    // The location without forward auth never asks.
+    let asked_before = seen.lock().unwrap().len();
+    assert_eq!(get(proxy.addr, "example.com", "/").await.status, 200);
+    assert_eq!(seen.lock().unwrap().len(), asked_before);
+    let refusals =
+        r#"dockhand_middleware_refusals_total{host="example.com",feature="forward_auth"}"#;
+    wait_for_series(proxy.admin, refusals, 1.0).await;
+}
+
+#[tokio::test]
+async fn an_auth_service_that_fails_never_lets_the_request_through() {
+    let backend = Backend::echo("app").await;
+    // Nothing listens there.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let proxy = Proxy::start(&forward_auth_routes(
+        backend.addr,
+        &format!("http://{closed}/"),
+    ))
+    .await;
+    let failed = get(proxy.addr, "example.com", "/guarded").await;
+    assert_eq!(failed.status, StatusCode::BAD_GATEWAY);
+    assert_eq!(failed.header("x-dockhand-error"), "forward_auth_failed");
+
+    // One that never answers: 504 after --upstream-timeout.
+    let hanging = Backend::start(|_| async {
+        tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+        Response::new(empty())
+    })
+    .await;
+    let settings = Settings {
+        upstream_timeout: std::time::Duration::from_millis(300),
+        ..test_settings()
+    };
+    let routes = forward_auth_routes(backend.addr, &format!("http://{}/", hanging.addr));
+    let slow = Proxy::start_with(&routes, settings).await;
+    let timed_out = get(slow.addr, "example.com", "/guarded").await;
+    assert_eq!(timed_out.status, StatusCode::GATEWAY_TIMEOUT);
+    assert_eq!(timed_out.header("x-dockhand-error"), "forward_auth_timeout");
+    assert_eq!(backend.request_count(), 0);
 }

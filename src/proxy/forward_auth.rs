@@ -1,0 +1,169 @@
+//! `forward_auth`: before its upstream, a request is asked about at the
+//! location's auth service (Authelia, Authentik, oauth2-proxy), with the
+//! client's headers (its session cookie) and what the request was, as
+//! `X-Forwarded-Method`, `-Proto`, `-Host`, `-Uri` and `-For`, and never
+//! its body. A `2xx` lets it through, with the auth answer's
+//! `response_headers` (`Remote-User`) set on it; any other answer (the
+//! login redirect with its cookies, a `401`) goes back to the client as
+//! the auth service sent it. If the service can't be asked, the request
+//! never goes through: `502 forward_auth_failed` or `504
+//! forward_auth_timeout`.
+
+use http::header::{self, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
+use http::{HeaderMap, Method, Response, Uri};
+
+use super::attempt::Head;
+use super::body::ProxyBody;
+use super::client_identity::PeerInfo;
+use super::error::{ErrorKind, ProxyError};
+use super::forward::{plain_answer, ProxyState};
+use super::headers;
+use super::request_body::UpstreamBody;
+use crate::config::middleware::ForwardAuth;
+use crate::routes::ForwardAuthRoute;
+
+pub const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
+pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
+pub const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
+pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
+/// What the request is, as the auth service is told.
+pub struct Asking<'a> {
+    pub method: &'a Method,
+    pub uri: &'a Uri,
+    pub host: &'a HeaderValue,
+    pub headers: &'a HeaderMap,
+}
+
+/// The auth service's verdict. Held only until it is matched.
+#[allow(clippy::large_enum_variant)]
+pub enum AuthAnswer {
+    /// Through, with these headers set on the request to the upstream.
+    Allowed(Vec<(HeaderName, HeaderValue)>),
+    /// The client gets the auth service's answer.
+    Denied(Response<ProxyBody>),
+}
+
+/// Asks the auth service about the request.
+pub async fn ask(
+    state: &ProxyState,
+    peer: &PeerInfo,
+    auth: &ForwardAuthRoute,
+    asking: &Asking<'_>,
+) -> Result<AuthAnswer, ProxyError> {
+    let Some(endpoint) = auth.upstreams.pick(&[]) else {
+        let cause = format!("no address for {}", auth.settings.target);
+        return Err(ProxyError::new(ErrorKind::ForwardAuthFailed, cause));
+    };
+    let head = Head {
+        method: Method::GET,
+        path: PathAndQuery::try_from(auth.settings.path.as_str())
+            .unwrap_or_else(|_| PathAndQuery::from_static("/")),
+        headers: auth_request_headers(&auth.settings, peer, asking),
+    };
+    let request = head.request_to(&endpoint, UpstreamBody::Empty);
+    let in_flight = endpoint.state.start_request();
+    let sent = tokio::time::timeout(
+        state.upstream_timeout,
+        state.client.send(&endpoint, request),
+    );
+    let response = match sent.await {
+        Err(_) => {
+            let cause = format!(
+                "no answer within {:?} (--upstream-timeout)",
+                state.upstream_timeout
+            );
+            return Err(ProxyError::new(ErrorKind::ForwardAuthTimeout, cause));
+        }
+        Ok(Err(error)) => return Err(ProxyError::new(ErrorKind::ForwardAuthFailed, error)),
+        Ok(Ok(response)) => response,
+    };
+    if response.status().is_success() {
+        let copied = auth
+            .settings
+            .response_headers
+            .iter()
+            .flat_map(|name| {
+                let values = response.headers().get_all(name).iter();
+                values.map(move |value| (name.clone(), value.clone()))
+            })
+            .collect();
+        return Ok(AuthAnswer::Allowed(copied));
+    }
+    let mut answer = plain_answer(response, state.upstream_timeout)
+        .map_err(|error| ProxyError::new(ErrorKind::ForwardAuthFailed, error))?;
+    headers::remove_hop_by_hop(answer.headers_mut());
+    Ok(AuthAnswer::Denied(
+        answer.map(|body| ProxyBody::upstream(body, in_flight)),
+    ))
+}
+
+/// The client's headers (but those of this hop and of a body), the auth
+/// service's `Host`, and what the request was. The client's own
+/// `X-Forwarded-*` are kept only with `trust_forward_header`, from a
+/// client that is a trusted proxy itself.
+fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>) -> HeaderMap {
+    let mut sent = asking.headers.clone();
+    headers::remove_hop_by_hop(&mut sent);
+    for name in [
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::EXPECT,
+    ] {
+        sent.remove(name);
+    }
+    let trusted = auth.trust_forward_header && peer.is_trusted();
+    let uri = asking
+        .uri
+        .path_and_query()
+        .map_or("/", PathAndQuery::as_str);
+    let told = [
+        (
+            X_FORWARDED_METHOD,
+            HeaderValue::from_str(asking.method.as_str()),
+        ),
+        (
+            X_FORWARDED_PROTO,
+            Ok(HeaderValue::from_static(peer.scheme.as_str())),
+        ),
+        (X_FORWARDED_HOST, Ok(asking.host.clone())),
+        (X_FORWARDED_URI, HeaderValue::from_str(uri)),
+        (
+            X_FORWARDED_FOR,
+            HeaderValue::from_str(&peer.client_ip(asking.headers).to_string()),
+        ),
+    ];
+    for (name, value) in told {
+        let Ok(value) = value else { continue };
+        match trusted {
+            true => {
+                sent.entry(name).or_insert(value);
+            }
+            false => {
+                sent.insert(name, value);
+            }
+        }
+    }
+    if let Ok(host) = HeaderValue::from_str(&auth.authority) {
+        sent.insert(header::HOST, host);
+    }
+    sent
+}
+
+/// Sets what the auth service allowed on the request to the upstream,
+/// after removing the client's own copies of those headers: a client
+/// must never claim to be `Remote-User` itself.
+pub fn set_allowed(
+    auth: &ForwardAuth,
+    allowed: Vec<(HeaderName, HeaderValue)>,
+    headers: &mut HeaderMap,
+) {
+    for name in &auth.response_headers {
+        headers.remove(name);
+    }
+    for (name, value) in allowed {
+        headers.append(name, value);
+    }
+}
