@@ -1,23 +1,31 @@
 //! Per-request costs of the work the proxy does for every request, one
 //! criterion group per piece: `rewrite` (the path an upstream receives),
-//! `pick` (choosing an upstream) and `count_request` (its metrics: through
-//! the location's handles, against label strings made per request). Inputs are built once, outside the measured
+//! `pick` (choosing an upstream), `count_request` (its metrics: through
+//! the location's handles, against label strings made per request) and
+//! `middlewares` (each middleware's checks on a request that passes them;
+//! a location with none never runs any). Inputs are built once, outside the measured
 //! loop, as the route table builds them once at load.
 //!
 //! `cargo bench --bench hot_path` (add `-- rewrite` for one group).
 
 use std::collections::HashMap;
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use futures_util::FutureExt;
 use http::uri::PathAndQuery;
+use http::{HeaderMap, HeaderValue, Method, Uri};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 
 use dockhand::config::{parse_routes_file, LoadBalancing, LocationConfig, Rewrite};
 use dockhand::metrics::Metrics;
+use dockhand::middleware::{
+    before_upstream, on_response, redirect, LocationMiddlewares, RateLimiter, RequestFacts, Verdict,
+};
 use dockhand::proxy::rewrite::rewrite_path;
 use dockhand::upstream::{CheckSettings, EndpointInputs, EndpointRegistry, UpstreamSet};
 
@@ -158,5 +166,89 @@ fn count_request(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(hot_path, rewrite, pick, count_request);
+/// The location's middlewares as served, from its routes-file settings.
+fn middlewares_of(json: &str) -> LocationMiddlewares {
+    let settings = location(&format!(
+        r#"{{{json}, "upstream": {{"10.0.0.1:80": {{}}}}}}"#
+    ))
+    .middlewares;
+    LocationMiddlewares::new(settings, |limit| Arc::new(RateLimiter::new(limit.clone())))
+}
+
+/// Each middleware's cost on a request it lets through: its checks before
+/// the upstream and its rules on the answer. None waits (the basic-auth
+/// row's credentials were checked once before: remembered).
+fn middlewares(c: &mut Criterion) {
+    let alice = format!("alice:{}", bcrypt::hash("secret", 4).expect("a hash"));
+    let cases = [
+        ("ip_allow", r#""ip_allow": ["10.0.0.0/8", "172.16.0.0/12", "192.0.2.0/24"]"#.to_owned()),
+        ("rate_limit", r#""rate_limit": {"average": 1000000, "period": "1ms"}"#.to_owned()),
+        ("max_body_size", r#""max_body_size": "10m""#.to_owned()),
+        ("cors", r#""cors": {"allow_origins": ["https://app.example.com", "*.example.org"]}"#.to_owned()),
+        ("basic_auth_remembered", format!(r#""basic_auth": {{"users": ["{alice}"]}}"#)),
+        ("redirect_no_match", r#""redirect": {"regex": "^http://www\\.(.*)", "replacement": "http://$1"}"#.to_owned()),
+        (
+            "response_headers",
+            r#""headers": {"response": {"set": {"X-Frame-Options": "DENY"}, "remove": ["Server"]}, "security": true}"#.to_owned(),
+        ),
+    ];
+    let method = Method::GET;
+    let uri = Uri::from_static("/api/users?page=2");
+    let host = HeaderValue::from_static("a.test");
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        "origin",
+        HeaderValue::from_static("https://app.example.com"),
+    );
+    headers.insert("content-length", HeaderValue::from_static("512"));
+    // alice:secret
+    headers.insert(
+        "authorization",
+        HeaderValue::from_static("Basic YWxpY2U6c2VjcmV0"),
+    );
+    let request = RequestFacts {
+        client: "192.0.2.7".parse().expect("an address"),
+        method: &method,
+        scheme: "http",
+        host: &host,
+        uri: &uri,
+        headers: &headers,
+    };
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let mut group = c.benchmark_group("middlewares");
+    // What every row does besides the middleware: its floor.
+    let mut answer = HeaderMap::with_capacity(8);
+    group.bench_function("floor", |b| {
+        b.iter(|| {
+            answer.clear();
+            answer.insert("server", HeaderValue::from_static("app"));
+            black_box(&answer);
+        })
+    });
+    for (name, json) in &cases {
+        let location = middlewares_of(json);
+        // The first check of a password hashes it; the rest remember it.
+        let first = runtime.block_on(before_upstream(&location, &request));
+        assert!(matches!(first, Verdict::Forward(_)), "{name}: {first:?}");
+        // Made once: clearing it keeps its room, so no row pays for memory.
+        let mut answer = HeaderMap::with_capacity(8);
+        group.bench_function(*name, |b| {
+            b.iter(|| {
+                let verdict = before_upstream(black_box(&location), black_box(&request))
+                    .now_or_never()
+                    .expect("no wait");
+                let Verdict::Forward(asked) = verdict else {
+                    panic!("{name}: refused")
+                };
+                assert!(redirect(&location, &request).is_none());
+                answer.clear();
+                answer.insert("server", HeaderValue::from_static("app"));
+                on_response(&location, &asked, &mut answer);
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(hot_path, rewrite, pick, count_request, middlewares);
 criterion_main!(hot_path);
