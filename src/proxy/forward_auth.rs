@@ -15,7 +15,7 @@ use http::{HeaderMap, Method, Response, Uri};
 
 use super::attempt::Head;
 use super::body::ProxyBody;
-use super::client_identity::PeerInfo;
+use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{ErrorKind, ProxyError};
 use super::forward::{plain_answer, ProxyState};
 use super::headers;
@@ -23,11 +23,8 @@ use super::request_body::UpstreamBody;
 use crate::config::middleware::ForwardAuth;
 use crate::routes::ForwardAuthRoute;
 
-pub const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
-pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
-pub const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-pub const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
-pub const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
+const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
 
 /// What the request is, as the auth service is told.
 pub struct Asking<'a> {
@@ -101,9 +98,10 @@ pub async fn ask(
 }
 
 /// The client's headers (but those of this hop and of a body), the auth
-/// service's `Host`, and what the request was. The client's own
-/// `X-Forwarded-*` are kept only with `trust_forward_header`, from a
-/// client that is a trusted proxy itself.
+/// service's `Host`, who the client is as for any upstream (`X-Forwarded-For`,
+/// `-Proto`, `-Host`, `Forwarded`, `X-Real-IP`: a peer's claims kept only
+/// from `--trusted-proxies`), and what the request was (`X-Forwarded-Method`
+/// and `-Uri`: a trusted peer's own kept only with `trust_forward_header`).
 fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>) -> HeaderMap {
     let mut sent = asking.headers.clone();
     headers::remove_hop_by_hop(&mut sent);
@@ -114,7 +112,8 @@ fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>
     ] {
         sent.remove(name);
     }
-    let trusted = auth.trust_forward_header && peer.is_trusted();
+    set_client_identity(&mut sent, peer, Some(asking.host), peer.scheme.as_str());
+    let keep_claims = auth.trust_forward_header && peer.is_trusted();
     let uri = asking
         .uri
         .path_and_query()
@@ -124,26 +123,14 @@ fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>
             X_FORWARDED_METHOD,
             HeaderValue::from_str(asking.method.as_str()),
         ),
-        (
-            X_FORWARDED_PROTO,
-            Ok(HeaderValue::from_static(peer.scheme.as_str())),
-        ),
-        (X_FORWARDED_HOST, Ok(asking.host.clone())),
         (X_FORWARDED_URI, HeaderValue::from_str(uri)),
-        (
-            X_FORWARDED_FOR,
-            HeaderValue::from_str(&peer.client_ip(asking.headers).to_string()),
-        ),
     ];
     for (name, value) in told {
         let Ok(value) = value else { continue };
-        match trusted {
-            true => {
-                sent.entry(name).or_insert(value);
-            }
-            false => {
-                sent.insert(name, value);
-            }
+        if keep_claims {
+            sent.entry(name).or_insert(value);
+        } else {
+            sent.insert(name, value);
         }
     }
     if let Ok(host) = HeaderValue::from_str(&auth.authority) {

@@ -360,6 +360,9 @@ async fn forward_auth_sends_the_login_answer_back_and_lets_sessions_through() {
 
     let anonymous = request("POST", "example.com", "/guarded/page?a=1")
         .header("cookie", "theme=dark")
+        // Claims of a client that is no trusted proxy: replaced.
+        .header("x-real-ip", "198.51.100.66")
+        .header("x-forwarded-uri", "/somewhere/else")
         .body(full("form data"))
         .unwrap();
     let login = send(proxy.addr, anonymous).await;
@@ -379,6 +382,7 @@ async fn forward_auth_sends_the_login_answer_back_and_lets_sessions_through() {
         assert_eq!(asked["x-forwarded-host"], "example.com");
         assert_eq!(asked["x-forwarded-uri"], "/guarded/page?a=1");
         assert_eq!(asked["x-forwarded-for"], "127.0.0.1");
+        assert_eq!(asked["x-real-ip"], "127.0.0.1");
         assert_eq!(
             asked["cookie"], "theme=dark",
             "the client's cookies go along"
