@@ -159,7 +159,8 @@ fn middlewares_view(middlewares: &Middlewares) -> Value {
         let users: Vec<&str> = auth.users.iter().map(|user| user.name.as_str()).collect();
         view.insert(
             "basic_auth".into(),
-            json!({"users": users, "realm": auth.realm, "forward": auth.forward}),
+            json!({"users": users, "users_file": auth.users_file, "realm": auth.realm,
+                   "forward": auth.forward}),
         );
     }
     if let Some(auth) = &middlewares.forward_auth {

@@ -26,6 +26,7 @@ pub const MIDDLEWARE_KEYS: &[&str] = &[
     "rate_limit.period",
     "rate_limit.by",
     "basic_auth.users",
+    "basic_auth.users_file",
     "basic_auth.realm",
     "basic_auth.forward",
     "forward_auth.address",
@@ -99,9 +100,14 @@ impl Middlewares {
         }
         if let Some(auth) = &self.basic_auth {
             let names: Vec<&str> = auth.users.iter().map(|user| user.name.as_str()).collect();
+            let file = auth
+                .users_file
+                .as_ref()
+                .map(|path| path.display().to_string());
             described.push(format!(
-                "basic_auth users {} realm {} forward {}",
+                "basic_auth users {} users_file {} realm {} forward {}",
                 names.join(","),
+                file.as_deref().unwrap_or("(none)"),
                 auth.realm,
                 auth.forward
             ));
@@ -204,7 +210,11 @@ impl fmt::Display for RateLimit {
 /// HTTP Basic authentication (RFC 7617) against htpasswd-style users.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BasicAuth {
+    /// Those written, then (once its provider has read it) those of
+    /// `users_file`.
     pub users: Vec<BasicAuthUser>,
+    /// An htpasswd file, read by the provider each time it loads its routes.
+    pub users_file: Option<std::path::PathBuf>,
     /// Named in the `WWW-Authenticate` challenge.
     pub realm: String,
     /// The `Authorization` header goes on to the upstream; by default it
@@ -497,24 +507,34 @@ pub fn rate_limit_key(text: &str) -> Result<RateLimitKey, String> {
 fn read_basic_auth(written: &mut impl WrittenSettings) -> Option<BasicAuth> {
     let realm = read_text(written, "basic_auth.realm", realm);
     let forward = written.boolean("basic_auth.forward");
-    let Some(items) = written.list("basic_auth.users") else {
+    let users_file = read_text(written, "basic_auth.users_file", users_file);
+    let items = written.list("basic_auth.users");
+    if items.is_none() && !written.is_written("basic_auth.users_file") {
         if realm.is_some() || forward.is_some() {
-            let reason = "basic auth needs basic_auth.users, as user:hash pairs".to_owned();
+            let reason =
+                "basic auth needs basic_auth.users (user:hash pairs) or basic_auth.users_file"
+                    .to_owned();
             written.refuse("basic_auth.users", reason);
         }
         return None;
-    };
-    let users: Result<Vec<BasicAuthUser>, String> =
-        rejoin_hashes(items).iter().map(|item| user(item)).collect();
+    }
+    let users: Result<Vec<BasicAuthUser>, String> = rejoin_hashes(items.unwrap_or_default())
+        .iter()
+        .map(|item| user(item))
+        .collect();
     let users = users
         .map_err(|reason| written.refuse("basic_auth.users", reason))
         .ok()?;
-    if users.is_empty() {
-        written.refuse("basic_auth.users", "is empty".to_owned());
+    if users.is_empty() && users_file.is_none() {
+        // Empty as written, or a users file refused (reported already).
+        if !written.is_written("basic_auth.users_file") {
+            written.refuse("basic_auth.users", "is empty".to_owned());
+        }
         return None;
     }
     Some(BasicAuth {
         users,
+        users_file,
         realm: realm.unwrap_or_else(|| DEFAULT_REALM.to_owned()),
         forward: forward.unwrap_or(false),
     })
@@ -569,6 +589,27 @@ pub fn password_hash(text: &str) -> Result<PasswordHash, String> {
                 .to_owned(),
         ),
     }
+}
+
+/// An absolute path: the file is read where dockhand runs (in its
+/// container, a mounted file).
+fn users_file(text: &str) -> Result<std::path::PathBuf, String> {
+    let path = std::path::PathBuf::from(text);
+    match path.is_absolute() {
+        true => Ok(path),
+        false => Err(format!("`{text}` is not an absolute path")),
+    }
+}
+
+/// The users of an htpasswd file's text: one `user:hash` per line; empty
+/// lines and `#` comments skipped. A bad line is refused with its number.
+pub fn users_of_file(text: &str) -> Result<Vec<BasicAuthUser>, String> {
+    text.lines()
+        .enumerate()
+        .map(|(index, line)| (index + 1, line.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
+        .map(|(number, line)| user(line).map_err(|reason| format!("line {number}: {reason}")))
+        .collect()
 }
 
 /// A realm goes into a quoted string: no quotes, backslashes or controls.

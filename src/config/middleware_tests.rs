@@ -116,7 +116,11 @@ fn bad_values_are_refused_at_their_key_path() {
         ),
         (
             r#""basic_auth": {"realm": "Admin"}"#,
-            format!("{AT}.basic_auth.users: basic auth needs basic_auth.users, as user:hash pairs"),
+            format!("{AT}.basic_auth.users: basic auth needs basic_auth.users (user:hash pairs) or basic_auth.users_file"),
+        ),
+        (
+            r#""basic_auth": {"users_file": "htpasswd"}"#,
+            format!("{AT}.basic_auth.users_file: `htpasswd` is not an absolute path"),
         ),
         (
             r#""basic_auth": {"users": ["nohash"]}"#,

@@ -22,7 +22,7 @@ pub use durations::parse_duration;
 pub use json_reader::{ConfigError, ConfigErrors};
 pub use middleware::Middlewares;
 pub use model::*;
-pub use routes_file::{dns_server_names, parse_routes_file};
+pub use routes_file::{dns_server_names, parse_routes_file, users_file_key};
 
 use std::fmt;
 

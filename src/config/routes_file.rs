@@ -32,6 +32,18 @@ pub fn parse_routes_file(text: &str) -> Result<DesiredHosts, ConfigErrors> {
 
 /// The DNS servers written as names in a routes file's `hosts`, each with
 /// the key path of its `resolver` (host names as matched: lower case).
+/// Where a location's `basic_auth.users_file` is written in the file.
+pub fn users_file_key(host: &HostConfig, location: &LocationConfig) -> String {
+    let key = KeyPath::default()
+        .field("host")
+        .user_key(&host.pattern.to_string())
+        .field("location")
+        .user_key(&location.prefix)
+        .field("basic_auth")
+        .field("users_file");
+    key.as_str().to_owned()
+}
+
 pub fn dns_server_names(hosts: &DesiredHosts, origin: &Origin) -> Vec<NamedDnsServer> {
     let mut named = Vec::new();
     for host in &hosts.hosts {

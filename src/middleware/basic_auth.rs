@@ -98,12 +98,15 @@ impl BasicAuthState {
         let settings = self.settings.clone();
         let hashed = tokio::task::spawn_blocking(move || {
             let user = settings.users.iter().find(|user| user.name == name);
-            match user {
-                Some(user) => matches(user, &password),
-                None => {
-                    let _ = matches(&settings.users[0], &password);
+            match (user, settings.users.first()) {
+                (Some(user), _) => matches(user, &password),
+                (None, Some(anyone)) => {
+                    let _ = matches(anyone, &password);
                     false
                 }
+                // No users (a users file that could not be read): no one
+                // is let in.
+                (None, None) => false,
             }
         });
         hashed.await.unwrap_or(false)
@@ -157,6 +160,7 @@ mod tests {
     fn state(users: Vec<BasicAuthUser>) -> BasicAuthState {
         BasicAuthState::new(BasicAuth {
             users,
+            users_file: None,
             realm: "admin".into(),
             forward: false,
         })

@@ -15,9 +15,10 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
 
 use super::dns_servers::{self, RETRY_INTERVAL};
+use super::users_files;
 use crate::config::{
-    dns_server_names, parse_routes_file, ConfigErrors, Desired, DesiredHosts, Diagnostic, Findings,
-    Origin, ProviderId, Severity,
+    dns_server_names, parse_routes_file, users_file_key, ConfigErrors, Desired, DesiredHosts,
+    Diagnostic, Findings, HostConfig, LocationConfig, Origin, ProviderId, Severity,
 };
 use crate::resolve::Dns;
 use crate::routes::Router;
@@ -157,6 +158,10 @@ impl FileProvider {
         };
         let named = dns_server_names(&desired.hosts, &origin);
         let resolved = dns_servers::settle(&*self.dns, &named, &mut desired).await;
+        let users_file_at = |host: &HostConfig, location: &LocationConfig| {
+            (origin.clone(), users_file_key(host, location))
+        };
+        users_files::settle(&mut desired, &users_file_at).await;
         self.dns_server_retry = (!resolved).then(|| Instant::now() + RETRY_INTERVAL);
         self.router.publish(ProviderId::File, desired);
     }

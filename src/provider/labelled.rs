@@ -6,7 +6,10 @@
 use tokio::time::Instant;
 
 use super::dns_servers::{self, RETRY_INTERVAL};
-use crate::config::{Desired, DesiredHosts, Diagnostic, ProviderId};
+use super::users_files;
+use crate::config::{
+    Desired, DesiredHosts, Diagnostic, HostConfig, LocationConfig, Origin, ProviderId,
+};
 use crate::labels::{build_hosts, dns_server_names, ContainerFacts, ProxyFacts};
 use crate::resolve::Dns;
 use crate::routes::Router;
@@ -43,10 +46,22 @@ pub async fn publish(
     };
     let named = dns_server_names(replicas, context);
     let resolved = dns_servers::settle(dns, &named, &mut desired).await;
+    users_files::settle(&mut desired, &users_file_label).await;
     Published {
         changed: router.publish(provider, desired),
         retry_at: (!resolved).then(|| Instant::now() + RETRY_INTERVAL),
     }
+}
+
+/// Where a location's `users_file` label is: on its oldest container.
+fn users_file_label(_: &HostConfig, location: &LocationConfig) -> (Origin, String) {
+    let container = location.containers.first();
+    let origin = Origin::Container {
+        name: container.map_or_else(String::new, |c| c.name.clone()),
+        id: container.map_or_else(String::new, |c| c.id.clone()),
+    };
+    let start = container.map_or("dockhand", |c| c.labels.as_str());
+    (origin, format!("{start}.basic_auth.users_file"))
 }
 
 /// The hosts `replicas` describe, and every problem: the label pipeline's

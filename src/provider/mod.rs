@@ -10,6 +10,8 @@
 //! - `labelled`: what both publish from labels.
 //! - `dns_servers`: DNS servers written as names, looked up by both when
 //!   they load, so the hosts they publish hold addresses.
+//! - `users_files`: `basic_auth.users_file` htpasswd files, read by both
+//!   when they load.
 
 mod dns_servers;
 pub mod docker;
@@ -18,3 +20,4 @@ mod fake_engine;
 pub mod file;
 mod labelled;
 pub mod swarm;
+mod users_files;

@@ -447,3 +447,39 @@ async fn an_auth_service_that_fails_never_lets_the_request_through() {
     assert_eq!(timed_out.header("x-dockhand-error"), "forward_auth_timeout");
     assert_eq!(backend.request_count(), 0);
 }
+
+#[tokio::test]
+async fn basic_auth_users_come_from_an_htpasswd_file_and_a_missing_one_lets_no_one_in() {
+    let backend = Backend::echo("app").await;
+    let folder = tempfile::tempdir().unwrap();
+    let htpasswd = folder.path().join("htpasswd");
+    let hash = bcrypt::hash("secret", 4).unwrap();
+    std::fs::write(&htpasswd, format!("# who may\nalice:{hash}\n")).unwrap();
+    let missing = folder.path().join("absent");
+    let routes = json!({"host": {"example.com": {"location": {
+        "/filed": {"basic_auth": {"users_file": htpasswd},
+                   "upstream": {backend.addr.to_string(): {}}},
+        "/broken": {"basic_auth": {"users_file": missing},
+                    "upstream": {backend.addr.to_string(): {}}}
+    }}}})
+    .to_string();
+    let proxy = Proxy::start(&routes).await;
+    // alice:secret
+    let as_alice = |path: &str| {
+        request("GET", "example.com", path)
+            .header("authorization", "Basic YWxpY2U6c2VjcmV0")
+            .body(empty())
+            .unwrap()
+    };
+    assert_eq!(send(proxy.addr, as_alice("/filed")).await.status, 200);
+    let refused = send(proxy.addr, as_alice("/broken")).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    let diagnostics = get(proxy.admin, "localhost", "/api/v1/diagnostics")
+        .await
+        .text();
+    assert!(
+        diagnostics.contains("location.\\\"/broken\\\".basic_auth.users_file")
+            && diagnostics.contains("can't be read"),
+        "{diagnostics}"
+    );
+}
