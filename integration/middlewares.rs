@@ -4,7 +4,8 @@
 //! labels say, at a client on the published port, and the admin API shows
 //! each location's `middlewares`; a second container's misspelt key and bad
 //! value are diagnosed in the admin API, its route is left out, and the first
-//! container's routes carry on.
+//! container's routes carry on. Forward auth (a test backend as the auth
+//! service, by container name) and basic auth guard a third.
 
 use std::net::SocketAddr;
 
@@ -310,4 +311,71 @@ fn bad_middleware_labels_are_diagnosed_and_leave_other_routes_alone() {
     assert_eq!(response.header("x-content-type-options"), Some("nosniff"));
     let response = send(dockhand.addr, "GET", &hosts.private, &[], b"");
     assert_refused(&response, 403, "not_allowed");
+}
+
+/// Forward auth and basic auth from labels, with a test backend as the
+/// auth service, reached by its container name through Docker's DNS: its
+/// `200` lets the request through with the header it names copied (its
+/// `x-hostname`), its `401` goes back to the client as it sent it; basic
+/// auth challenges, then lets the right password in.
+#[test]
+fn auth_labels_ask_an_auth_service_by_name_and_check_passwords() {
+    let run = TestRun::new("mw-auth");
+    let network = run.network("net");
+    let auth = run.backend("auth").network(&network).run();
+    let (app_host, denied_host, login_host) =
+        (run.host("app"), run.host("denied"), run.host("login"));
+    let verify = format!("http://{}:{BACKEND_PORT}/", auth.name);
+    let refuse = format!("http://{}:{BACKEND_PORT}/status/401", auth.name);
+    let alice = format!("alice:{}", bcrypt::hash("secret", 4).unwrap());
+    let app = routed_backend(&run, "app", &app_host, &network)
+        .label("dockhand.forward_auth.address", &verify)
+        .label("dockhand.forward_auth.response_headers", "x-hostname")
+        .label("dockhand.routes.denied.host", &denied_host)
+        .label("dockhand.routes.denied.forward_auth.address", &refuse)
+        .label("dockhand.routes.login.host", &login_host)
+        .label("dockhand.routes.login.basic_auth.users", &alice)
+        .label("dockhand.routes.login.basic_auth.realm", "Staff")
+        .run();
+    let dockhand = run.dockhand_in_container("dockhand", &network, &[]);
+
+    let through = wait_for_200(dockhand.addr, &app_host, "/");
+    assert_eq!(answered_by(&through), app.name);
+    assert_eq!(
+        through.json()["headers"]["x-hostname"],
+        auth.name.as_str(),
+        "the auth service's header reached the app"
+    );
+
+    let denied = wait_until_ok("the denied route", || {
+        let response = http_get(dockhand.addr, &denied_host, "/").map_err(|e| e.to_string())?;
+        match response.status {
+            404 => Err("not routed yet".to_owned()),
+            _ => Ok(response),
+        }
+    });
+    assert_eq!(denied.status, 401, "{denied:?}");
+    assert_eq!(
+        answered_by(&denied),
+        auth.name,
+        "the auth service's own answer"
+    );
+
+    let challenged = http_get(dockhand.addr, &login_host, "/").expect("an answer");
+    assert_eq!(challenged.status, 401, "{challenged:?}");
+    assert_eq!(challenged.header("x-dockhand-error"), Some("unauthorized"));
+    assert_eq!(
+        challenged.header("www-authenticate"),
+        Some("Basic realm=\"Staff\", charset=\"UTF-8\"")
+    );
+    // alice:secret
+    let credentials = [("authorization", "Basic YWxpY2U6c2VjcmV0")];
+    let logged_in =
+        http_request(dockhand.addr, "GET", &login_host, "/", &credentials, b"").expect("an answer");
+    assert_eq!(logged_in.status, 200, "{logged_in:?}");
+    assert_eq!(answered_by(&logged_in), app.name);
+    assert!(
+        logged_in.json()["headers"].get("authorization").is_none(),
+        "the password stays with dockhand"
+    );
 }

@@ -483,3 +483,36 @@ async fn basic_auth_users_come_from_an_htpasswd_file_and_a_missing_one_lets_no_o
         "{diagnostics}"
     );
 }
+
+#[tokio::test]
+async fn trust_forward_header_keeps_a_trusted_proxys_claims_of_the_request() {
+    let backend = Backend::echo("app").await;
+    let (auth, seen) = auth_service().await;
+    let routes = routes(
+        backend.addr,
+        json!({"forward_auth": {"address": format!("http://{}/verify", auth.addr),
+                                "trust_forward_header": true}}),
+    );
+    let claimed = || {
+        request("GET", "example.com", "/guarded")
+            .header("x-forwarded-uri", "/as/the/edge/saw/it")
+            .header("x-forwarded-method", "PUT")
+            .body(empty())
+            .unwrap()
+    };
+    // From a trusted proxy: its claims stand.
+    let settings = Settings {
+        trusted_proxies: vec!["127.0.0.0/8".parse().unwrap()],
+        ..test_settings()
+    };
+    let behind = Proxy::start_with(&routes, settings).await;
+    send(behind.addr, claimed()).await;
+    // From any other client: replaced by what the request was.
+    let open = Proxy::start(&routes).await;
+    send(open.addr, claimed()).await;
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen[0]["x-forwarded-uri"], "/as/the/edge/saw/it");
+    assert_eq!(seen[0]["x-forwarded-method"], "PUT");
+    assert_eq!(seen[1]["x-forwarded-uri"], "/guarded");
+    assert_eq!(seen[1]["x-forwarded-method"], "GET");
+}
