@@ -164,7 +164,7 @@ async fn handle_inner(
         .then(|| hyper::upgrade::on(&mut request));
     let (mut parts, body) = request.into_parts();
     if let Some((guarded, asked)) = &mut answer_rules {
-        if asked.strip_authorization {
+        if asked.rules.strip_authorization {
             parts.headers.remove(header::AUTHORIZATION);
         }
         if let Some((auth, allowed)) = guarded.forward_auth.as_ref().zip(asked.allowed.take()) {
@@ -419,7 +419,6 @@ struct Admitted {
     rules: Asked,
     /// What its auth service set for the upstream (`Remote-User`).
     allowed: Option<Vec<(header::HeaderName, HeaderValue)>>,
-    strip_authorization: bool,
 }
 
 /// Runs a location's middlewares in their order: the checks (IP allow
@@ -457,11 +456,7 @@ async fn before_upstream(
     if let Some(answer) = middleware::redirect(&guarded.middlewares, facts) {
         return Ok(Ahead::Answer(answer.map(ProxyBody::message)));
     }
-    Ok(Ahead::Forward(Admitted {
-        strip_authorization: rules.strip_authorization,
-        rules,
-        allowed,
-    }))
+    Ok(Ahead::Forward(Admitted { rules, allowed }))
 }
 
 /// Looks the request's location up once. When it has no endpoint, its
