@@ -12,7 +12,7 @@ mod rate_limit;
 mod redirect;
 mod response_headers;
 
-pub use rate_limit::{LimitersBuild, RateLimiter, RateLimiters, MOST_BUCKETS};
+pub use rate_limit::{LimitersBuild, RateLimiter, RateLimiters};
 
 use std::net::IpAddr;
 use std::sync::Arc;
