@@ -56,24 +56,52 @@ const WORDS: [&str; 16] = [
     "review",
 ];
 
+fn word(number: u64) -> &'static str {
+    WORDS[(number % 16) as usize]
+}
+
+/// Records numbered from 1, each written by `record` from its id and
+/// numbers of the sequence `seed` starts, until `body` is within `room`
+/// bytes of `BODY_SIZE`.
+fn add_records(
+    body: &mut String,
+    seed: u64,
+    room: usize,
+    record: impl Fn(u64, &mut dyn FnMut() -> u64) -> String,
+) {
+    let mut numbers = numbers(seed);
+    let mut id = 0;
+    while body.len() < BODY_SIZE - room {
+        id += 1;
+        body.push_str(&record(id, &mut || numbers.next().unwrap()));
+    }
+}
+
 /// An API's answer: an array of records with ids, names, prices, dates and tags.
 fn json_body() -> Vec<u8> {
     let mut body = String::from("[");
-    let mut n = numbers(1);
-    let mut id = 0;
-    while body.len() < BODY_SIZE - 400 {
-        let mut next = || n.next().unwrap();
-        id += 1;
-        body.push_str(&format!(
+    add_records(&mut body, 1, 400, |id, next| {
+        format!(
             r#"{{"id":{id},"uuid":"{:08x}-{:04x}-4{:03x}","customer":"{} {}","status":"{}","total":{}.{:02},"created":"2026-{:02}-{:02}T{:02}:{:02}:00Z","tags":["{}","{}"],"notes":"{} {} {}"}},"#,
-            next(), next() & 0xffff, next() & 0xfff,
-            WORDS[(next() % 16) as usize], WORDS[(next() % 16) as usize],
-            WORDS[(next() % 16) as usize], next() % 5000, next() % 100,
-            next() % 12 + 1, next() % 28 + 1, next() % 24, next() % 60,
-            WORDS[(next() % 16) as usize], WORDS[(next() % 16) as usize],
-            WORDS[(next() % 16) as usize], WORDS[(next() % 16) as usize], WORDS[(next() % 16) as usize],
-        ));
-    }
+            next(),
+            next() & 0xffff,
+            next() & 0xfff,
+            word(next()),
+            word(next()),
+            word(next()),
+            next() % 5000,
+            next() % 100,
+            next() % 12 + 1,
+            next() % 28 + 1,
+            next() % 24,
+            next() % 60,
+            word(next()),
+            word(next()),
+            word(next()),
+            word(next()),
+            word(next()),
+        )
+    });
     body.pop();
     body.push(']');
     body.into_bytes()
@@ -84,19 +112,15 @@ fn html_body() -> Vec<u8> {
     let mut body = String::from(
         "<!DOCTYPE html><html><head><title>Orders</title><link rel=\"stylesheet\" href=\"/app.css\"></head><body><table class=\"orders\">\n",
     );
-    let mut n = numbers(2);
-    let mut id = 0;
-    while body.len() < BODY_SIZE - 300 {
-        let mut next = || n.next().unwrap();
-        id += 1;
-        body.push_str(&format!(
+    add_records(&mut body, 2, 300, |id, next| {
+        format!(
             "<tr class=\"row {}\"><td class=\"id\"><a href=\"/orders/{id}\">#{id}</a></td><td>{} {}</td><td class=\"amount\">{}.{:02} EUR</td><td><span class=\"badge badge-{}\">{}</span></td></tr>\n",
             if id % 2 == 0 { "even" } else { "odd" },
-            WORDS[(next() % 16) as usize], WORDS[(next() % 16) as usize],
+            word(next()), word(next()),
             next() % 5000, next() % 100,
-            WORDS[(next() % 16) as usize], WORDS[(next() % 16) as usize],
-        ));
-    }
+            word(next()), word(next()),
+        )
+    });
     body.push_str("</table></body></html>\n");
     body.into_bytes()
 }

@@ -153,42 +153,26 @@ fn unknown_lengths_and_the_minimum_size_are_compressed() {
 
 #[test]
 fn answers_that_must_stay_as_they_are() {
-    // (case, status, a header the JSON answer gets)
-    type Case<'a> = (&'a str, StatusCode, Option<(HeaderName, &'a str)>);
-    let cases: [Case; 10] = [
-        ("no content", StatusCode::NO_CONTENT, None),
-        ("not modified", StatusCode::NOT_MODIFIED, None),
-        ("informational", StatusCode::SWITCHING_PROTOCOLS, None),
-        ("a range", StatusCode::PARTIAL_CONTENT, None),
-        ("encoded", StatusCode::OK, Some((CONTENT_ENCODING, "br"))),
-        (
-            "ranged",
-            StatusCode::OK,
-            Some((CONTENT_RANGE, "bytes 0-9/100")),
-        ),
-        (
-            "no-transform",
-            StatusCode::OK,
-            Some((CACHE_CONTROL, "public, No-Transform")),
-        ),
-        ("small", StatusCode::OK, Some((CONTENT_LENGTH, "1023"))),
-        (
-            "an image",
-            StatusCode::OK,
-            Some((CONTENT_TYPE, "image/png")),
-        ),
-        (
-            "a zip",
-            StatusCode::OK,
-            Some((CONTENT_TYPE, "application/zip")),
-        ),
+    // (status, a header the JSON answer gets: none when empty)
+    let cases = [
+        (StatusCode::NO_CONTENT, "", ""),
+        (StatusCode::NOT_MODIFIED, "", ""),
+        (StatusCode::SWITCHING_PROTOCOLS, "", ""),
+        (StatusCode::PARTIAL_CONTENT, "", ""),
+        (StatusCode::OK, "content-encoding", "br"),
+        (StatusCode::OK, "content-range", "bytes 0-9/100"),
+        (StatusCode::OK, "cache-control", "public, No-Transform"),
+        (StatusCode::OK, "content-length", "1023"),
+        (StatusCode::OK, "content-type", "image/png"),
+        (StatusCode::OK, "content-type", "application/zip"),
     ];
-    for (case, status, header) in cases {
+    for (status, name, value) in cases {
         let mut answer = json_answer();
-        if let Some((name, value)) = header {
-            answer.insert(name, HeaderValue::from_str(value).unwrap());
+        if !name.is_empty() {
+            answer.insert(name, HeaderValue::from_static(value));
         }
         let before = answer.clone();
+        let case = format!("{status} {name}: {value}");
         assert_eq!(applied(status, &mut answer), None, "{case}");
         assert_eq!(answer, before, "{case}: headers untouched");
     }

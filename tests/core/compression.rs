@@ -15,6 +15,7 @@ use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::Response;
 use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
 use crate::support::*;
@@ -192,6 +193,21 @@ async fn browsers_and_curl_get_the_preferred_encoding_and_the_same_body() {
     let reply = read_reply(h2.send_request(asked).await.unwrap()).await;
     assert_eq!(reply.header("content-encoding"), "gzip");
     assert_eq!(decoded(&reply), json);
+
+    // An HTTP/1.0 client, which can't take chunked: read until the close.
+    let mut stream = tokio::net::TcpStream::connect(proxy.addr).await.unwrap();
+    let asked = b"GET /big.json HTTP/1.0\r\nHost: example.com\r\nAccept-Encoding: gzip\r\n\r\n";
+    stream.write_all(asked).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    let head_end = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    let head = String::from_utf8_lossy(&answer[..head_end]).to_lowercase();
+    assert!(head.contains("content-encoding: gzip\r\n"), "{head}");
+    assert!(
+        !head.contains("content-length") && !head.contains("chunked"),
+        "{head}"
+    );
+    assert_eq!(decode("gzip", &answer[head_end..]), json);
 }
 
 #[tokio::test]
