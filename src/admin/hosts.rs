@@ -209,6 +209,10 @@ fn middlewares_view(middlewares: &Middlewares) -> Value {
                    "allow_credentials": cors.allow_credentials, "max_age": cors.max_age}),
         );
     }
+    if let Some(encodings) = &middlewares.compress {
+        let tokens: Vec<&str> = encodings.iter().map(|e| e.token()).collect();
+        view.insert("compress".into(), tokens.into());
+    }
     Value::Object(view)
 }
 

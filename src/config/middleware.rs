@@ -1,5 +1,5 @@
 //! Per-location request handling as settings: an IP allow list, a request
-//! body limit, a redirect, response header rules and CORS. Both sources
+//! body limit, a redirect, response header rules, CORS and compression. Both sources
 //! write the same keys, the routes file as nested objects
 //! (`"redirect": {"regex": ...}`) and labels flat (`dockhand.redirect.regex`);
 //! each source reads its own syntax behind `WrittenSettings`, and every
@@ -43,6 +43,7 @@ pub const MIDDLEWARE_KEYS: &[&str] = &[
     "cors.allow_headers",
     "cors.allow_credentials",
     "cors.max_age",
+    "compress",
 ];
 
 /// `headers.response.set.<Header-Name>`: one response header per key.
@@ -80,6 +81,9 @@ pub struct Middlewares {
     pub redirect: Option<Redirect>,
     pub response_headers: ResponseHeaders,
     pub cors: Option<Cors>,
+    /// The encodings responses may be compressed with, in dockhand's
+    /// order of preference (`Encoding::PREFERRED`); never empty.
+    pub compress: Option<Vec<Encoding>>,
 }
 
 impl Middlewares {
@@ -168,6 +172,10 @@ impl Middlewares {
                 cors.max_age
                     .map_or("(unset)".to_owned(), |secs| secs.to_string()),
             ));
+        }
+        if let Some(encodings) = &self.compress {
+            let tokens: Vec<&str> = encodings.iter().map(|e| e.token()).collect();
+            described.push(format!("compress {}", tokens.join(",")));
         }
         described
     }
@@ -366,6 +374,36 @@ impl fmt::Display for OriginPattern {
     }
 }
 
+/// A content coding dockhand compresses responses with (RFC 9110 §8.4.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encoding {
+    Brotli,
+    Zstd,
+    Gzip,
+}
+
+impl Encoding {
+    /// Every encoding, best first: on a tie of the client's preferences,
+    /// brotli and zstd make smaller bodies than gzip at the chosen levels.
+    pub const PREFERRED: [Encoding; 3] = [Encoding::Brotli, Encoding::Zstd, Encoding::Gzip];
+
+    /// As `Accept-Encoding` and `Content-Encoding` write it.
+    pub fn token(self) -> &'static str {
+        match self {
+            Encoding::Brotli => "br",
+            Encoding::Zstd => "zstd",
+            Encoding::Gzip => "gzip",
+        }
+    }
+}
+
+/// A value that is either a switch or a list of items (`compress`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SwitchOrList {
+    Switch(bool),
+    List(Vec<String>),
+}
+
 /// A location's settings as one source writes them. Each source reads its
 /// own syntax (a JSON type, or a label's text) and reports problems at the
 /// key as it names it; the values are checked by `read_middlewares`.
@@ -376,6 +414,9 @@ pub trait WrittenSettings {
     fn boolean(&mut self, key: &str) -> Option<bool>;
     /// A list: a JSON array of strings; a comma-separated label.
     fn list(&mut self, key: &str) -> Option<Vec<String>>;
+    /// `true`, `false` or a list: a JSON boolean or array of strings; a
+    /// label's `true`, `false`, or else its comma-separated items.
+    fn switch_or_list(&mut self, key: &str) -> Option<SwitchOrList>;
     /// The entries of a map whose keys start with `start`: (the name after
     /// it, the value).
     fn entries(&mut self, start: &str) -> Vec<(String, String)>;
@@ -395,6 +436,7 @@ pub fn read_middlewares(written: &mut impl WrittenSettings) -> Middlewares {
         redirect: read_redirect(written),
         response_headers: read_response_headers(written),
         cors: read_cors(written),
+        compress: read_compress(written),
     }
 }
 
@@ -775,6 +817,41 @@ fn read_cors(written: &mut impl WrittenSettings) -> Option<Cors> {
         allow_credentials,
         max_age: max_age.map(|secs| secs as u32),
     })
+}
+
+/// `compress`: `true` for every encoding, or the ones named; `false` is
+/// the default, off.
+fn read_compress(written: &mut impl WrittenSettings) -> Option<Vec<Encoding>> {
+    let named = match written.switch_or_list("compress")? {
+        SwitchOrList::Switch(on) => return on.then(|| Encoding::PREFERRED.to_vec()),
+        SwitchOrList::List(items) => items,
+    };
+    if named.is_empty() {
+        written.refuse("compress", "is empty".to_owned());
+        return None;
+    }
+    let parsed: Result<Vec<Encoding>, String> =
+        named.iter().map(|item| encoding(item.trim())).collect();
+    let parsed = parsed
+        .map_err(|reason| written.refuse("compress", reason))
+        .ok()?;
+    // Kept in dockhand's order: the written order is not a preference.
+    Some(
+        Encoding::PREFERRED
+            .into_iter()
+            .filter(|encoding| parsed.contains(encoding))
+            .collect(),
+    )
+}
+
+/// `gzip`, `br` or `zstd`, in any case.
+pub fn encoding(text: &str) -> Result<Encoding, String> {
+    Encoding::PREFERRED
+        .into_iter()
+        .find(|encoding| encoding.token().eq_ignore_ascii_case(text))
+        .ok_or_else(|| {
+            format!("`{text}` is not an encoding dockhand compresses with: gzip, br or zstd")
+        })
 }
 
 /// `*`, `*.example.com`, or an origin: `scheme://host[:port]`.

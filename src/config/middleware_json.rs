@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::json_reader::{closest, kind, KeyPath, Object, Problems};
 use super::middleware::{
-    is_middleware_key, WrittenSettings, MIDDLEWARE_KEYS, RESPONSE_HEADER_SET_START,
+    is_middleware_key, SwitchOrList, WrittenSettings, MIDDLEWARE_KEYS, RESPONSE_HEADER_SET_START,
 };
 
 /// The location keys that start middleware settings (`redirect`, `cors`...).
@@ -139,6 +139,18 @@ impl WrittenSettings for JsonSettings<'_, '_> {
             self.wrong_type(&path, "an array of strings", value);
         }
         items
+    }
+
+    fn switch_or_list(&mut self, key: &str) -> Option<SwitchOrList> {
+        let (value, path) = self.get(key)?;
+        match value {
+            Value::Bool(on) => Some(SwitchOrList::Switch(*on)),
+            Value::Array(_) => self.list(key).map(SwitchOrList::List),
+            other => {
+                self.wrong_type(&path, "true, false or an array of strings", other);
+                None
+            }
+        }
     }
 
     fn entries(&mut self, start: &str) -> Vec<(String, String)> {

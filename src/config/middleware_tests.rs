@@ -171,6 +171,18 @@ fn bad_values_are_refused_at_their_key_path() {
             format!("{AT}.cors: unknown key `allow_origin` (did you mean `allow_origins`?)"),
         ),
         (
+            r#""compress": []"#,
+            format!("{AT}.compress: is empty"),
+        ),
+        (
+            r#""compress": ["gzip", "deflate"]"#,
+            format!("{AT}.compress: `deflate` is not an encoding dockhand compresses with: gzip, br or zstd"),
+        ),
+        (
+            r#""compress": "gzip""#,
+            format!("{AT}.compress: expected true, false or an array of strings, found a string"),
+        ),
+        (
             r#""redirekt": {}"#,
             format!("{AT}: unknown key `redirekt` (did you mean `redirect`?)"),
         ),
@@ -178,6 +190,21 @@ fn bad_values_are_refused_at_their_key_path() {
     for (settings, expected) in cases {
         assert_eq!(read(settings).unwrap_err(), expected, "{settings}");
     }
+}
+
+#[test]
+fn compress_is_every_encoding_or_those_named_in_dockhand_s_order() {
+    use Encoding::{Brotli, Gzip, Zstd};
+    let compress = |value: &str| read(&format!(r#""compress": {value}"#)).unwrap().compress;
+    assert_eq!(compress("true"), Some(vec![Brotli, Zstd, Gzip]));
+    assert_eq!(compress("false"), None);
+    assert_eq!(
+        compress(r#"["gzip", "BR", "gzip"]"#),
+        Some(vec![Brotli, Gzip])
+    );
+    assert_eq!(compress(r#"["zstd"]"#), Some(vec![Zstd]));
+    let described = read(r#""compress": ["gzip", "zstd"]"#).unwrap().describe();
+    assert_eq!(described, ["compress zstd,gzip"]);
 }
 
 #[test]

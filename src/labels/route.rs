@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
-use crate::config::middleware::{read_middlewares, Middlewares, WrittenSettings};
+use crate::config::middleware::{read_middlewares, Middlewares, SwitchOrList, WrittenSettings};
 use crate::config::values::{self, ResolutionMode, RewriteKind};
 use crate::config::{
     parse_duration, ContainerRef, HealthCheck, HostPattern, Hsts, LoadBalancing, Protocol, Retry,
@@ -448,6 +448,13 @@ impl WrittenSettings for Reader<'_, '_> {
                 .map(str::to_owned)
                 .collect(),
         )
+    }
+
+    fn switch_or_list(&mut self, key: &str) -> Option<SwitchOrList> {
+        match values::boolean(self.raw(key)?) {
+            Ok(on) => Some(SwitchOrList::Switch(on)),
+            Err(_) => WrittenSettings::list(self, key).map(SwitchOrList::List),
+        }
     }
 
     fn entries(&mut self, start: &str) -> Vec<(String, String)> {

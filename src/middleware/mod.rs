@@ -1,17 +1,22 @@
 //! Per-location request handling, in a fixed order: the IP allow list,
 //! the rate limit, the declared body size, a CORS preflight answered by
 //! dockhand (browsers send them without credentials), basic auth, (the
-//! auth service, which `proxy` asks) and the redirect, before the upstream; response header rules and CORS on the
-//! upstream's answer. Decisions only: what a refusal's status is, and how
+//! auth service, which `proxy` asks) and the redirect, before the
+//! upstream; response header rules and CORS on the upstream's answer, then
+//! its compression (the headers here, the body as `Compressed`). Decisions
+//! only: what a refusal's status is, and how
 //! the request reaches here, is `proxy`'s. A location without middlewares
 //! never comes here (`Location::middlewares` is `None`).
 
 mod basic_auth;
+mod compress;
+mod compressed_body;
 mod cors;
 mod rate_limit;
 mod redirect;
 mod response_headers;
 
+pub use compressed_body::{Compressed, Encoder};
 pub use rate_limit::{LimitersBuild, RateLimiter, RateLimiters};
 
 use std::net::IpAddr;
@@ -20,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, ORIGIN};
-use http::{HeaderMap, HeaderValue, Method, Response, Uri};
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, Uri};
 
 use self::basic_auth::BasicAuthState;
+use self::compress::Accepted;
 use crate::config::middleware::RateLimit;
 use crate::config::Middlewares;
 
@@ -91,6 +97,8 @@ pub struct Asked {
     origin: Option<HeaderValue>,
     /// The credentials basic auth checked stay with dockhand.
     pub strip_authorization: bool,
+    /// Which of the location's encodings the client takes, if it compresses.
+    accepted: Accepted,
 }
 
 /// Runs the request side, in the documented order.
@@ -128,6 +136,9 @@ pub async fn before_upstream(
         }
         asked.strip_authorization = !auth.forwards_credentials();
     }
+    if let Some(offered) = &middlewares.compress {
+        asked.accepted = compress::accepted(request.method, request.headers, offered);
+    }
     Verdict::Forward(asked)
 }
 
@@ -149,8 +160,14 @@ pub fn on_response(location: &LocationMiddlewares, asked: &Asked, headers: &mut 
     }
 }
 
-/// The request's `Content-Length`, when it declares one (the framing was
-/// checked before: a bad one never gets here).
+/// After `on_response`: the encoder of the answer's body when it is to be
+/// compressed (its headers already say so).
+pub fn compression(asked: &Asked, status: StatusCode, headers: &mut HeaderMap) -> Option<Encoder> {
+    compress::apply(asked.accepted, status, headers)
+}
+
+/// The `Content-Length` a request, or an upstream's answer, declares, if
+/// any (the framing was checked before: a bad one never gets here).
 fn declared_size(headers: &HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)?

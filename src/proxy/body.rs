@@ -1,7 +1,8 @@
 //! The response body the proxy sends: the upstream's body streamed frame by
-//! frame (data and trailers), or a short message of dockhand's own. It counts
-//! the bytes sent, notes an upstream body cut (or stalled) midway, and writes
-//! the request's access-log line, and counts its metrics, when it ends.
+//! frame (data and trailers), compressed or as it is, or a short message
+//! of dockhand's own. It counts the bytes sent, notes an upstream body cut
+//! (or stalled) midway, and writes the request's access-log line, and
+//! counts its metrics, when it ends.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -14,6 +15,7 @@ use super::error::Cause;
 use super::framing::ReadAhead;
 use super::idle::ActiveRequest;
 use super::response_body::UpstreamStream;
+use crate::middleware::{Compressed, Encoder};
 use crate::upstream::InFlight;
 
 pub struct ProxyBody {
@@ -31,12 +33,24 @@ pub struct ProxyBody {
 #[allow(clippy::large_enum_variant)]
 enum Inner {
     Upstream(ReadAhead<UpstreamStream>),
+    // Boxed: rare, and an encoder's state is large.
+    Compressed(Box<Compressed<ReadAhead<UpstreamStream>>>),
     Message(Option<Bytes>),
 }
 
 impl ProxyBody {
     pub fn upstream(body: ReadAhead<UpstreamStream>, in_flight: InFlight) -> ProxyBody {
         ProxyBody::new(Inner::Upstream(body), Some(in_flight))
+    }
+
+    /// The upstream's body compressed by `encoder` (the head says so already).
+    pub fn compressed(
+        body: ReadAhead<UpstreamStream>,
+        encoder: Encoder,
+        in_flight: InFlight,
+    ) -> ProxyBody {
+        let compressed = Box::new(Compressed::new(body, encoder));
+        ProxyBody::new(Inner::Compressed(compressed), Some(in_flight))
     }
 
     pub fn message(text: Bytes) -> ProxyBody {
@@ -77,6 +91,7 @@ impl Body for ProxyBody {
         let this = &mut *self;
         let frame = match &mut this.inner {
             Inner::Upstream(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
+            Inner::Compressed(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
             Inner::Message(text) => text.take().map(|text| Ok(Frame::data(text))),
         };
         if let (Some(Err(error)), Some(record)) = (&frame, &mut this.record) {
@@ -93,6 +108,7 @@ impl Body for ProxyBody {
     fn is_end_stream(&self) -> bool {
         match &self.inner {
             Inner::Upstream(body) => body.is_end_stream(),
+            Inner::Compressed(body) => body.is_end_stream(),
             Inner::Message(text) => text.is_none(),
         }
     }
@@ -100,6 +116,7 @@ impl Body for ProxyBody {
     fn size_hint(&self) -> SizeHint {
         match &self.inner {
             Inner::Upstream(body) => body.size_hint(),
+            Inner::Compressed(body) => body.size_hint(),
             Inner::Message(text) => {
                 SizeHint::with_exact(text.as_ref().map_or(0, |t| t.len() as u64))
             }

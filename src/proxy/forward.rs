@@ -261,7 +261,13 @@ async fn handle_inner(
             endpoint.state.start_request(),
         ));
     }
-    Ok(response.map(|body| ProxyBody::upstream(body, in_flight)))
+    let encoder = answer_rules.as_ref().and_then(|(_, asked)| {
+        middleware::compression(&asked.rules, response.status(), response.headers_mut())
+    });
+    Ok(response.map(|body| match encoder {
+        Some(encoder) => ProxyBody::compressed(body, encoder, in_flight),
+        None => ProxyBody::upstream(body, in_flight),
+    }))
 }
 
 /// The `308` to HTTPS for a plain-HTTP request whose host has a

@@ -58,7 +58,7 @@ async fn hosts_show_the_routes_file_shape_with_each_address_and_its_state() {
                    "upstream": {{"{}": {{"weight": 3}}}}}},
             "/hold": {{"health_check": {{"enabled": false}}, "upstream": {{"{}": {{}}}}}},
             "/named": {{"ip_allow": ["10.0.0.0/8"], "max_body_size": "1m",
-                        "headers": {{"security": true}},
+                        "headers": {{"security": true}}, "compress": ["gzip", "zstd"],
                         "upstream": {{"app.test:8080": {{}}}}}}
         }}}}}}}}"#,
         backend.addr, held.addr
@@ -86,7 +86,8 @@ async fn hosts_show_the_routes_file_shape_with_each_address_and_its_state() {
     assert_eq!(
         host["location"]["/named"]["middlewares"],
         serde_json::json!({"ip_allow": ["10.0.0.0/8"], "max_body_size": 1048576,
-            "headers": {"response": {"set": {}, "remove": []}, "security": true}})
+            "headers": {"response": {"set": {}, "remove": []}, "security": true},
+            "compress": ["zstd", "gzip"]})
     );
     let upstream = &root["upstream"][backend.addr.to_string()];
     assert_eq!(upstream["weight"], 3);

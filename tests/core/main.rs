@@ -14,6 +14,7 @@ mod causes;
 mod certs_dir;
 mod check_command;
 mod client_faults;
+mod compression;
 mod dashboard;
 mod forwarding;
 mod host_header;
