@@ -2,8 +2,12 @@
 //! the golden cases in tests/labels): every key, and every refusal at its
 //! key path.
 
+use std::time::Duration;
+
+use super::auth::rejoin_hashes;
 use super::*;
 use crate::config::parse_routes_file;
+use crate::config::UpstreamTarget;
 
 /// The middlewares of the only location, or the problems of the file.
 fn read(settings: &str) -> Result<Middlewares, String> {
