@@ -23,9 +23,18 @@ pub fn middleware_roots() -> Vec<&'static str> {
     roots
 }
 
+/// What a location's middleware keys hold: the values, and the objects
+/// on the way to them (`redirect`, `headers.response`), by dotted key.
+#[derive(Default)]
+struct Found<'a> {
+    values: BTreeMap<String, (&'a Value, KeyPath)>,
+    objects: BTreeMap<String, KeyPath>,
+}
+
 /// One location's middleware values, by dotted key.
 pub struct JsonSettings<'a, 'p> {
     values: BTreeMap<String, (&'a Value, KeyPath)>,
+    objects: BTreeMap<String, KeyPath>,
     location: KeyPath,
     problems: &'p mut Problems,
 }
@@ -34,14 +43,15 @@ impl<'a, 'p> JsonSettings<'a, 'p> {
     /// The middleware keys of `location` (already checked for unknown keys
     /// at its own level).
     pub fn of(location: &Object<'a>, problems: &'p mut Problems) -> JsonSettings<'a, 'p> {
-        let mut values = BTreeMap::new();
+        let mut found = Found::default();
         for root in middleware_roots() {
             if let Some((value, path)) = location.get(root) {
-                flatten(root, value, path, &mut values, problems);
+                flatten(root, value, path, &mut found, problems);
             }
         }
         JsonSettings {
-            values,
+            values: found.values,
+            objects: found.objects,
             location: location.path.clone(),
             problems,
         }
@@ -65,11 +75,11 @@ fn flatten<'a>(
     key: &str,
     value: &'a Value,
     path: KeyPath,
-    values: &mut BTreeMap<String, (&'a Value, KeyPath)>,
+    found: &mut Found<'a>,
     problems: &mut Problems,
 ) {
     if is_middleware_key(key) {
-        values.insert(key.to_owned(), (value, path));
+        found.values.insert(key.to_owned(), (value, path));
         return;
     }
     let start = format!("{key}.");
@@ -85,12 +95,13 @@ fn flatten<'a>(
         problems.report(&path, format!("expected an object, found {}", kind(value)));
         return;
     };
+    found.objects.insert(key.to_owned(), path.clone());
     for (name, inner) in object {
         let inner_key = format!("{start}{name}");
         if is_map {
-            values.insert(inner_key, (inner, path.user_key(name)));
+            found.values.insert(inner_key, (inner, path.user_key(name)));
         } else if below.contains(&name.as_str()) {
-            flatten(&inner_key, inner, path.field(name), values, problems);
+            flatten(&inner_key, inner, path.field(name), found, problems);
         } else {
             problems.report_suggesting(
                 &path,
@@ -173,8 +184,16 @@ impl WrittenSettings for JsonSettings<'_, '_> {
     fn refuse(&mut self, key: &str, reason: String) {
         let path = match self.values.get(key) {
             Some((_, path)) => path.clone(),
-            // A missing key is named where it would be written.
-            None => self.location.field(key),
+            // A missing key: at the nearest object written on its way (the
+            // reason names the key), so every path names a key of the file.
+            None => {
+                let parents = key.rmatch_indices('.').map(|(end, _)| &key[..end]);
+                parents
+                    .filter_map(|parent| self.objects.get(parent))
+                    .next()
+                    .cloned()
+                    .unwrap_or_else(|| self.location.clone())
+            }
         };
         self.problems.report(&path, reason);
     }

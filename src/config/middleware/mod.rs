@@ -381,9 +381,14 @@ fn read_redirect(written: &mut impl WrittenSettings) -> Option<Redirect> {
 fn read_response_headers(written: &mut impl WrittenSettings) -> ResponseHeaders {
     let mut set = Vec::new();
     for (name, value) in written.entries(RESPONSE_HEADER_SET_START) {
+        let key = format!("{RESPONSE_HEADER_SET_START}{name}");
         match values::header(&name, value.trim()) {
+            Ok((header, _)) if set.iter().any(|(other, _)| *other == header) => {
+                let reason = format!("`{name}` is set twice (header names ignore case)");
+                written.refuse(&key, reason);
+            }
             Ok(header) => set.push(header),
-            Err(reason) => written.refuse(&format!("{RESPONSE_HEADER_SET_START}{name}"), reason),
+            Err(reason) => written.refuse(&key, reason),
         }
     }
     ResponseHeaders {

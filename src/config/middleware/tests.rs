@@ -96,7 +96,7 @@ fn bad_values_are_refused_at_their_key_path() {
         ),
         (
             r#""rate_limit": {"burst": 5}"#,
-            format!("{AT}.rate_limit.average: a rate limit needs rate_limit.average, the requests allowed per period"),
+            format!("{AT}.rate_limit: a rate limit needs rate_limit.average, the requests allowed per period"),
         ),
         (
             r#""rate_limit": {"average": 5, "period": "2d"}"#,
@@ -120,7 +120,7 @@ fn bad_values_are_refused_at_their_key_path() {
         ),
         (
             r#""basic_auth": {"realm": "Admin"}"#,
-            format!("{AT}.basic_auth.users: basic auth needs basic_auth.users (user:hash pairs) or basic_auth.users_file"),
+            format!("{AT}.basic_auth: basic auth needs basic_auth.users (user:hash pairs) or basic_auth.users_file"),
         ),
         (
             r#""basic_auth": {"users_file": "htpasswd"}"#,
@@ -140,7 +140,7 @@ fn bad_values_are_refused_at_their_key_path() {
         ),
         (
             r#""forward_auth": {"response_headers": ["Remote-User"]}"#,
-            format!("{AT}.forward_auth.address: forward auth needs forward_auth.address, the auth service's URL"),
+            format!("{AT}.forward_auth: forward auth needs forward_auth.address, the auth service's URL"),
         ),
         (
             r#""max_body_size": "10q""#,
@@ -152,11 +152,15 @@ fn bad_values_are_refused_at_their_key_path() {
         ),
         (
             r#""redirect": {"regex": "^/old"}"#,
-            format!("{AT}.redirect.replacement: a redirect needs redirect.replacement, the URL to send to"),
+            format!("{AT}.redirect: a redirect needs redirect.replacement, the URL to send to"),
         ),
         (
             r#""headers": {"response": {"set": {"Bad Name": "x"}}}"#,
             format!("{AT}.headers.response.set.\"Bad Name\": `Bad Name` is not a valid header name"),
+        ),
+        (
+            r#""headers": {"response": {"set": {"X-A": "1", "x-a": "2"}}}"#,
+            format!("{AT}.headers.response.set.\"x-a\": `x-a` is set twice (header names ignore case)"),
         ),
         (
             r#""cors": {"allow_origins": ["*"], "allow_credentials": true}"#,
@@ -164,7 +168,7 @@ fn bad_values_are_refused_at_their_key_path() {
         ),
         (
             r#""cors": {"allow_methods": ["GET"]}"#,
-            format!("{AT}.cors.allow_origins: CORS needs cors.allow_origins, the origins allowed"),
+            format!("{AT}.cors: CORS needs cors.allow_origins, the origins allowed"),
         ),
         (
             r#""cors": {"allow_origins": ["example.com"]}"#,
