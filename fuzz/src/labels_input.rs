@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 
+use dockhand::config::middleware::MIDDLEWARE_KEYS;
 use dockhand::labels::{ContainerFacts, ProxyFacts, ROUTE_KEYS};
 
 /// More containers find nothing new: conflicts are between two.
@@ -70,7 +71,7 @@ pub fn is_real_label(labels: &BTreeMap<String, String>, key: &str) -> bool {
     if labels.keys().any(|label| label.starts_with(&group)) {
         return true;
     }
-    let groups = ROUTE_KEYS.iter().flat_map(|route_key| {
+    let groups = ROUTE_KEYS.iter().chain(MIDDLEWARE_KEYS).flat_map(|route_key| {
         let ends = route_key.match_indices('.').map(|(end, _)| end);
         ends.chain([route_key.len()]).map(|end| &route_key[..end])
     });

@@ -228,17 +228,33 @@ fn differences(
             describe_upgrades(&location.upgrades),
             describe_upgrades(&settings.upgrades),
         ),
-        (
-            "middlewares",
-            describe_middlewares(&location.middlewares),
-            describe_middlewares(&settings.middlewares),
-        ),
     ];
+    let middlewares = MIDDLEWARE_FEATURES.into_iter().map(|feature| {
+        (
+            feature,
+            describe_middleware(&location.middlewares, feature),
+            describe_middleware(&settings.middlewares, feature),
+        )
+    });
     pairs
         .into_iter()
+        .chain(middlewares)
         .filter(|(_, theirs, mine)| theirs != mine)
         .collect()
 }
+
+/// The middlewares a conflict can name, each by the start of its labels.
+const MIDDLEWARE_FEATURES: [&str; 9] = [
+    "ip_allow",
+    "rate_limit",
+    "basic_auth",
+    "forward_auth",
+    "max_body_size",
+    "redirect",
+    "headers",
+    "cors",
+    "compress",
+];
 
 fn describe_load_balancing(load_balancing: LoadBalancing) -> String {
     match load_balancing {
@@ -282,10 +298,17 @@ fn describe_rewrite(rewrite: Option<&Rewrite>) -> String {
     }
 }
 
-fn describe_middlewares(middlewares: &Middlewares) -> String {
-    match middlewares.is_empty() {
-        true => "no middlewares".to_owned(),
-        false => middlewares.describe().join("; "),
+/// One middleware's settings, as a diagnostic shows them; `none` when unset.
+fn describe_middleware(middlewares: &Middlewares, feature: &str) -> String {
+    let described: Vec<String> = middlewares
+        .describe()
+        .into_iter()
+        .filter(|(key, _)| *key == feature)
+        .map(|(_, text)| text)
+        .collect();
+    match described.is_empty() {
+        true => "none".to_owned(),
+        false => described.join("; "),
     }
 }
 

@@ -253,7 +253,13 @@ fn render_location(location: &LocationConfig) -> Value {
         rendered.insert("upgrades".into(), json!(location.upgrades.protocols()));
     }
     if !location.middlewares.is_empty() {
-        rendered.insert("middlewares".into(), json!(location.middlewares.describe()));
+        let described: Vec<String> = location
+            .middlewares
+            .describe()
+            .into_iter()
+            .map(|(_, text)| text)
+            .collect();
+        rendered.insert("middlewares".into(), json!(described));
     }
     let upstreams: Vec<Value> = location.upstreams.iter().map(render_upstream).collect();
     rendered.insert("upstreams".into(), Value::Array(upstreams));

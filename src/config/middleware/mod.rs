@@ -97,14 +97,14 @@ impl Middlewares {
 
     /// Each middleware set, as its keys are written, with its settings:
     /// what a diagnostic shows when two replicas disagree.
-    pub fn describe(&self) -> Vec<String> {
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
         let mut described = Vec::new();
         if let Some(networks) = &self.ip_allow {
             let networks: Vec<String> = networks.iter().map(IpNet::to_string).collect();
-            described.push(format!("ip_allow {}", networks.join(",")));
+            described.push(("ip_allow", format!("ip_allow {}", networks.join(","))));
         }
         if let Some(limit) = &self.rate_limit {
-            described.push(format!("rate_limit {limit}"));
+            described.push(("rate_limit", format!("rate_limit {limit}")));
         }
         if let Some(auth) = &self.basic_auth {
             let names: Vec<&str> = auth.users.iter().map(|user| user.name.as_str()).collect();
@@ -112,12 +112,15 @@ impl Middlewares {
                 .users_file
                 .as_ref()
                 .map(|path| path.display().to_string());
-            described.push(format!(
-                "basic_auth users {} users_file {} realm {} forward {}",
-                names.join(","),
-                file.as_deref().unwrap_or("(none)"),
-                auth.realm,
-                auth.forward
+            described.push((
+                "basic_auth",
+                format!(
+                    "basic_auth users {} users_file {} realm {} forward {}",
+                    names.join(","),
+                    file.as_deref().unwrap_or("(none)"),
+                    auth.realm,
+                    auth.forward
+                ),
             ));
         }
         if let Some(auth) = &self.forward_auth {
@@ -127,59 +130,71 @@ impl Middlewares {
                 .map(HeaderName::as_str)
                 .collect();
             let scheme = if auth.tls { "https" } else { "http" };
-            described.push(format!(
-                "forward_auth {scheme}://{}{} response_headers {} trust_forward_header {}",
-                auth.authority,
-                auth.path,
-                copied.join(","),
-                auth.trust_forward_header
+            described.push((
+                "forward_auth",
+                format!(
+                    "forward_auth {scheme}://{}{} response_headers {} trust_forward_header {}",
+                    auth.authority,
+                    auth.path,
+                    copied.join(","),
+                    auth.trust_forward_header
+                ),
             ));
         }
         if let Some(size) = self.max_body_size {
-            described.push(format!("max_body_size {size}"));
+            described.push(("max_body_size", format!("max_body_size {size}")));
         }
         if let Some(redirect) = &self.redirect {
-            described.push(format!(
-                "redirect {} to {}{}",
-                redirect.regex.as_str(),
-                redirect.replacement,
-                if redirect.permanent {
-                    " (permanent)"
-                } else {
-                    ""
-                }
+            described.push((
+                "redirect",
+                format!(
+                    "redirect {} to {}{}",
+                    redirect.regex.as_str(),
+                    redirect.replacement,
+                    if redirect.permanent {
+                        " (permanent)"
+                    } else {
+                        ""
+                    }
+                ),
             ));
         }
         let headers = &self.response_headers;
         for (name, value) in &headers.set {
             let value = String::from_utf8_lossy(value.as_bytes());
-            described.push(format!("headers.response.set.{name} {value}"));
+            described.push(("headers", format!("headers.response.set.{name} {value}")));
         }
         if !headers.remove.is_empty() {
             let names: Vec<&str> = headers.remove.iter().map(HeaderName::as_str).collect();
-            described.push(format!("headers.response.remove {}", names.join(",")));
+            described.push((
+                "headers",
+                format!("headers.response.remove {}", names.join(",")),
+            ));
         }
         if headers.security {
-            described.push("headers.security".to_owned());
+            described.push(("headers", "headers.security".to_owned()));
         }
         if let Some(cors) = &self.cors {
             let origins: Vec<String> = cors.allow_origins.iter().map(|o| o.to_string()).collect();
             let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
-            described.push(format!(
-                "cors {} methods {} headers {} credentials {} max_age {}",
-                origins.join(","),
-                text(&cors.allow_methods),
-                cors.allow_headers
-                    .as_ref()
-                    .map_or("(as asked)".to_owned(), text),
-                cors.allow_credentials,
-                cors.max_age
-                    .map_or("(unset)".to_owned(), |secs| secs.to_string()),
+            described.push((
+                "cors",
+                format!(
+                    "cors {} methods {} headers {} credentials {} max_age {}",
+                    origins.join(","),
+                    text(&cors.allow_methods),
+                    cors.allow_headers
+                        .as_ref()
+                        .map_or("(as asked)".to_owned(), text),
+                    cors.allow_credentials,
+                    cors.max_age
+                        .map_or("(unset)".to_owned(), |secs| secs.to_string()),
+                ),
             ));
         }
         if let Some(encodings) = &self.compress {
             let tokens: Vec<&str> = encodings.iter().map(|e| e.token()).collect();
-            described.push(format!("compress {}", tokens.join(",")));
+            described.push(("compress", format!("compress {}", tokens.join(","))));
         }
         described
     }

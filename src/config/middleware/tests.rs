@@ -212,7 +212,7 @@ fn compress_is_every_encoding_or_those_named_in_dockhand_s_order() {
     );
     assert_eq!(compress(r#"["zstd"]"#), Some(vec![Zstd]));
     let described = read(r#""compress": ["gzip", "zstd"]"#).unwrap().describe();
-    assert_eq!(described, ["compress zstd,gzip"]);
+    assert_eq!(described, [("compress", "compress zstd,gzip".to_owned())]);
 }
 
 #[test]
