@@ -10,20 +10,20 @@ use std::time::{Duration, Instant};
 
 use super::client_body::ClientIncoming;
 use http::header::{self, HeaderValue};
-use http::{HeaderMap, Request, Response, StatusCode, Uri, Version};
+use http::{HeaderMap, Request, Response, StatusCode, Uri};
 
 use super::access_log::AccessRecord;
+use super::answer::checked_answer;
 use super::attempt::{Again, Head, RequestPlan, Sending, Tries};
 use super::body::ProxyBody;
 use super::client_identity::{set_client_identity, PeerInfo, Scheme};
 use super::error::{find_source, ErrorKind, ProxyError};
 use super::forward_auth::{self, AuthAnswer};
-use super::framing::{self, ReadAhead};
+use super::framing;
 use super::headers;
 use super::host;
 use super::local_answer;
 use super::request_body::UpstreamBody;
-use super::response_body::UpstreamStream;
 use super::send_timeout::ClientCut;
 use super::to_https;
 use super::upgrade;
@@ -298,53 +298,6 @@ fn redirect_to_https(
     Some(redirect)
 }
 
-/// The upstream's answer as the client may get it, with the protocols it
-/// switched to if it did; or why it is refused: a transfer coding that is
-/// not passed on, a body that failed before any of it was sent, or a
-/// switch nobody asked for, or to another protocol (which would hand the
-/// client a tunnel past routing). Its body may leave the client waiting
-/// for at most `stall_limit` between two frames.
-fn checked_answer(
-    route: &RequestPlan,
-    response: UpstreamResponse,
-    stall_limit: Duration,
-) -> Result<(Response<ReadAhead<UpstreamStream>>, Option<HeaderValue>), ProxyError> {
-    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return Ok((plain_answer(response, stall_limit)?, None));
-    }
-    let response = checked_head(response, stall_limit)?;
-    let protocols = upgrade::accepted_switch(route.upgrade.as_ref(), response.headers())
-        .map_err(|unexpected| ProxyError::new(ErrorKind::UnexpectedUpgrade, unexpected))?;
-    Ok((response.map(ReadAhead::from), Some(protocols)))
-}
-
-/// An answer that switches no protocol, as the client may get it (the
-/// auth service's too).
-pub(super) fn plain_answer(
-    response: UpstreamResponse,
-    stall_limit: Duration,
-) -> Result<Response<ReadAhead<UpstreamStream>>, ProxyError> {
-    let response = checked_head(response, stall_limit)?;
-    if response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        return Err(ProxyError::new(
-            ErrorKind::UnexpectedUpgrade,
-            "a protocol switch where none was asked for",
-        ));
-    }
-    framing::read_ahead(response)
-}
-
-/// The answer's head checked, its body limited in how long it may stall.
-fn checked_head(
-    mut response: UpstreamResponse,
-    stall_limit: Duration,
-) -> Result<Response<UpstreamStream>, ProxyError> {
-    // The client's connection has its own version; the upstream's is not passed on.
-    *response.version_mut() = Version::HTTP_11;
-    framing::check_response_head(&mut response)?;
-    Ok(response.map(|body| UpstreamStream::new(body, stall_limit)))
-}
-
 /// What a request is routed by, what its location is asked for, and until
 /// when it may wait for an upstream.
 struct Wanted<'a> {
@@ -449,7 +402,8 @@ async fn before_upstream(
             host: facts.host,
             headers: facts.headers,
         };
-        match forward_auth::ask(state, peer, auth, &asking).await? {
+        let asked = forward_auth::ask(&state.client, state.upstream_timeout, peer, auth, &asking);
+        match asked.await? {
             AuthAnswer::Allowed(headers) => allowed = Some(headers),
             AuthAnswer::Denied(answer) => {
                 state

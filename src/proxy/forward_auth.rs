@@ -9,18 +9,21 @@
 //! never goes through: `502 forward_auth_failed` or `504
 //! forward_auth_timeout`.
 
+use std::time::Duration;
+
 use http::header::{self, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, Response, Uri};
 
+use super::answer::plain_answer;
 use super::attempt::Head;
 use super::body::ProxyBody;
 use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{ErrorKind, ProxyError};
-use super::forward::{plain_answer, ProxyState};
 use super::headers;
 use super::request_body::UpstreamBody;
 use crate::config::middleware::ForwardAuth;
+use crate::connect::UpstreamClient;
 use crate::routes::ForwardAuthRoute;
 
 const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
@@ -43,9 +46,11 @@ pub enum AuthAnswer {
     Denied(Response<ProxyBody>),
 }
 
-/// Asks the auth service about the request.
+/// Asks the auth service about the request through `client`'s pools,
+/// waiting at most `timeout` for its answer's head (`--upstream-timeout`).
 pub async fn ask(
-    state: &ProxyState,
+    client: &UpstreamClient<UpstreamBody>,
+    timeout: Duration,
     peer: &PeerInfo,
     auth: &ForwardAuthRoute,
     asking: &Asking<'_>,
@@ -62,16 +67,10 @@ pub async fn ask(
     };
     let request = head.request_to(&endpoint, UpstreamBody::Empty);
     let in_flight = endpoint.state.start_request();
-    let sent = tokio::time::timeout(
-        state.upstream_timeout,
-        state.client.send(&endpoint, request),
-    );
+    let sent = tokio::time::timeout(timeout, client.send(&endpoint, request));
     let response = match sent.await {
         Err(_) => {
-            let cause = format!(
-                "no answer within {:?} (--upstream-timeout)",
-                state.upstream_timeout
-            );
+            let cause = format!("no answer within {:?} (--upstream-timeout)", timeout);
             return Err(ProxyError::new(ErrorKind::ForwardAuthTimeout, cause));
         }
         Ok(Err(error)) => return Err(ProxyError::new(ErrorKind::ForwardAuthFailed, error)),
@@ -89,7 +88,7 @@ pub async fn ask(
             .collect();
         return Ok(AuthAnswer::Allowed(copied));
     }
-    let mut answer = plain_answer(response, state.upstream_timeout)
+    let mut answer = plain_answer(response, timeout)
         .map_err(|error| ProxyError::new(ErrorKind::ForwardAuthFailed, error))?;
     headers::remove_hop_by_hop(answer.headers_mut());
     Ok(AuthAnswer::Denied(

@@ -10,6 +10,7 @@
 //! module carries requests between them.
 
 mod access_log;
+mod answer;
 mod attempt;
 mod body;
 mod client_body;
