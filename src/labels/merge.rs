@@ -18,7 +18,6 @@ use crate::config::{
 
 use super::route::{LabelRoute, LocationSettings};
 use crate::config::Findings;
-use crate::config::Middlewares;
 
 /// The locations built so far, by host then path.
 #[derive(Default)]
@@ -229,11 +228,19 @@ fn differences(
             describe_upgrades(&settings.upgrades),
         ),
     ];
+    // Equal settings (nearly always) need no description at all.
+    let (theirs, mine) = match location.middlewares == settings.middlewares {
+        true => (Vec::new(), Vec::new()),
+        false => (
+            location.middlewares.describe(),
+            settings.middlewares.describe(),
+        ),
+    };
     let middlewares = MIDDLEWARE_FEATURES.into_iter().map(|feature| {
         (
             feature,
-            describe_middleware(&location.middlewares, feature),
-            describe_middleware(&settings.middlewares, feature),
+            describe_middleware(&theirs, feature),
+            describe_middleware(&mine, feature),
         )
     });
     pairs
@@ -299,12 +306,12 @@ fn describe_rewrite(rewrite: Option<&Rewrite>) -> String {
 }
 
 /// One middleware's settings, as a diagnostic shows them; `none` when unset.
-fn describe_middleware(middlewares: &Middlewares, feature: &str) -> String {
-    let described: Vec<String> = middlewares
-        .describe()
-        .into_iter()
+/// `described`: a location's middlewares as `Middlewares::describe` says them.
+fn describe_middleware(described: &[(&'static str, String)], feature: &str) -> String {
+    let described: Vec<&str> = described
+        .iter()
         .filter(|(key, _)| *key == feature)
-        .map(|(_, text)| text)
+        .map(|(_, text)| text.as_str())
         .collect();
     match described.is_empty() {
         true => "none".to_owned(),
