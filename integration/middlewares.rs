@@ -25,6 +25,8 @@ struct Hosts {
     private: String,
     /// `dockhand.routes.www.*`: redirected to `app`.
     www: String,
+    /// `dockhand.routes.zip.*`: answers compressed with gzip.
+    zip: String,
 }
 
 impl Hosts {
@@ -33,6 +35,7 @@ impl Hosts {
         Hosts {
             private: run.host("private"),
             www: format!("www.{app}"),
+            zip: run.host("zip"),
             app,
         }
     }
@@ -65,6 +68,8 @@ fn labelled_backend(run: &TestRun, network: &Network, hosts: &Hosts) -> Containe
         .label("dockhand.routes.www.redirect.regex", r"^http://www\.(.*)")
         .label("dockhand.routes.www.redirect.replacement", "http://$1")
         .label("dockhand.routes.www.redirect.permanent", "true")
+        .label("dockhand.routes.zip.host", &hosts.zip)
+        .label("dockhand.routes.zip.compress", "gzip")
         .run()
 }
 
@@ -216,6 +221,31 @@ fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
     assert_eq!(response.status, 200, "{response:?}");
     assert_eq!(response.header("access-control-allow-origin"), None);
 
+    // A browser's Accept-Encoding; the label allows gzip only. The padding
+    // makes the backend's echo of the request larger than the 1 KiB floor.
+    let padding = "a".repeat(2048);
+    let browser = [
+        ("accept-encoding", "gzip, deflate, br, zstd"),
+        ("x-padding", padding.as_str()),
+    ];
+    let response = send(dockhand.addr, "GET", &hosts.zip, &browser, b"");
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.header("content-encoding"), Some("gzip"));
+    assert_eq!(response.header("vary"), Some("Accept-Encoding"));
+    let mut echo = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&response.body[..]),
+        &mut echo,
+    )
+    .expect("a gzip body");
+    let echo: serde_json::Value = serde_json::from_slice(&echo).expect("the echo, as JSON");
+    assert_eq!(echo["hostname"], setup.app.name.as_str());
+    assert_eq!(echo["headers"]["x-padding"], padding.as_str());
+    let identity = [("x-padding", padding.as_str())];
+    let response = send(dockhand.addr, "GET", &hosts.zip, &identity, b"");
+    assert_eq!(response.header("content-encoding"), None, "{response:?}");
+    assert_eq!(response.json()["headers"]["x-padding"], padding.as_str());
+
     // The admin API: each location's middlewares as the routes file writes them.
     let view = setup.admin("/api/v1/hosts").expect("the admin API answers");
     let middlewares = |host: &str| view["host"][host]["location"]["/"]["middlewares"].clone();
@@ -245,6 +275,7 @@ fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
         middlewares(&hosts.private),
         json!({"ip_allow": ["192.0.2.0/24"]})
     );
+    assert_eq!(middlewares(&hosts.zip), json!({"compress": ["gzip"]}));
     assert_eq!(
         middlewares(&hosts.www),
         json!({"redirect": {"regex": r"^http://www\.(.*)", "replacement": "http://$1",

@@ -453,6 +453,9 @@ fn the_compose_example_answers_through_dockhand() {
             ("DOCKHAND_CERTS", &certs.path().to_string_lossy()),
             ("DOCKER_SOCKET", &socket),
             ("DEMO_PORT", "8080"),
+            // The test backend stands in for oauth2-proxy's /oauth2/auth.
+            ("AUTH_IMAGE", demo_image.as_str()),
+            ("AUTH_PORT", "8080"),
         ],
     );
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
@@ -474,6 +477,31 @@ fn the_compose_example_answers_through_dockhand() {
     assert_eq!(api.json()["path"], "/api");
     let log = project.run(&["logs", "dockhand"]).unwrap_or_default();
     assert!(log.contains("running in a container"), "{log}");
+
+    // The app behind forward auth: the auth service's own 401 until a
+    // session cookie, then the app, told the user; the sign-in pages under
+    // /oauth2 go to the auth service without being asked of it.
+    let short_id = |service: &str| project.container_ids(service).remove(0)[..12].to_owned();
+    let refused = wait_until_ok("the app behind forward auth", || {
+        match http_get(addr, "private.localhost", "/") {
+            Ok(response) if response.status == 401 => Ok(response),
+            Ok(response) => Err(format!("{response:?}")),
+            Err(error) => Err(error.to_string()),
+        }
+    });
+    assert_eq!(
+        refused.text(),
+        "Unauthorized\n",
+        "the auth service's answer"
+    );
+    let session = [("cookie", "_oauth2_proxy=demo")];
+    let private = http_request(addr, "GET", "private.localhost", "/", &session, b"").unwrap();
+    assert_eq!(private.status, 200, "{private:?}");
+    assert_eq!(answered_by(&private), short_id("private"));
+    assert_eq!(private.json()["headers"]["x-auth-request-user"], "demo");
+    let sign_in = http_get(addr, "private.localhost", "/oauth2/sign_in").unwrap();
+    assert_eq!(sign_in.status, 200, "{sign_in:?}");
+    assert_eq!(answered_by(&sign_in), short_id("auth"));
 
     // The admin API, on the host's loopback, with the example's token; the
     // healthcheck (`dockhand healthcheck` in a shell-less image) turns healthy.

@@ -9,6 +9,10 @@
 //! - `/delay/MS`: the same JSON after MS milliseconds;
 //! - `/stream/N`: N server-sent events (`data: I`), one every 100 ms;
 //! - `/ws`: a WebSocket that echoes text and binary messages;
+//! - `/oauth2/auth`: oauth2-proxy's forward-auth answer, so the test backend
+//!   can stand in for it (as in the compose example): `202` with
+//!   `X-Auth-Request-User` set to the value of an `_oauth2_proxy` cookie, `401`
+//!   without one (oauth2-proxy's cookie is sealed; here it is the user name);
 //! - `/healthz`: `200` when healthy, else `503`; the process is unhealthy for
 //!   `UNHEALTHY_FOR_MS` milliseconds after it starts (default 0).
 //!
@@ -31,7 +35,7 @@ use futures_util::{SinkExt, StreamExt};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, UPGRADE};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, COOKIE, UPGRADE};
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -235,6 +239,7 @@ async fn handle(request: Request<Incoming>, state: &State) -> Response<Body> {
             Err(_) => plain(StatusCode::BAD_REQUEST, "stream takes a count\n"),
         },
         (Some("ws"), None) => websocket(request, state),
+        (Some("oauth2"), Some("auth")) => oauth2_proxy_auth(&request),
         _ => echo(&request, state, StatusCode::OK),
     }
 }
@@ -253,6 +258,26 @@ fn plain(status: StatusCode, text: &'static str) -> Response<Body> {
         .headers_mut()
         .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
     response
+}
+
+/// oauth2-proxy's `/oauth2/auth` with its session cookie's value as the user.
+fn oauth2_proxy_auth(request: &Request<Incoming>) -> Response<Body> {
+    let user = request
+        .headers()
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|cookies| cookies.split(';'))
+        .find_map(|cookie| cookie.trim().strip_prefix("_oauth2_proxy="))
+        .and_then(|user| HeaderValue::from_str(user).ok());
+    match user {
+        Some(user) => {
+            let mut response = plain(StatusCode::ACCEPTED, "");
+            response.headers_mut().insert("x-auth-request-user", user);
+            response
+        }
+        None => plain(StatusCode::UNAUTHORIZED, "Unauthorized\n"),
+    }
 }
 
 /// The request as received, as JSON.
