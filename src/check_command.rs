@@ -1,6 +1,6 @@
 //! `dockhand check`: the routes file, the containers' labels (and a swarm
-//! manager's services'), and the certificates directory read as serving
-//! would read them, every problem printed (text lines or one JSON
+//! manager's services'), the users files they name, and the certificates
+//! directory read as serving would read them, every problem printed (text lines or one JSON
 //! document), nothing served. The exit status is `nginx -t`'s: 0 when no
 //! problem is an error, 1 when one is, and 2 when the check itself could not
 //! run (Docker unreachable, nothing to check).

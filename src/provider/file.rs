@@ -158,10 +158,7 @@ impl FileProvider {
         };
         let named = dns_server_names(&desired.hosts, &origin);
         let resolved = dns_servers::settle(&*self.dns, &named, &mut desired).await;
-        let users_file_at = |host: &HostConfig, location: &LocationConfig| {
-            (origin.clone(), users_file_key(host, location))
-        };
-        users_files::settle(&mut desired, &users_file_at).await;
+        users_files::settle(&mut desired, &users_file_in(&origin)).await;
         self.dns_server_retry = (!resolved).then(|| Instant::now() + RETRY_INTERVAL);
         self.router.publish(ProviderId::File, desired);
     }
@@ -174,9 +171,26 @@ const KEPT: &str = "; the last good version is served";
 /// check`): none when it loads.
 pub async fn check(path: &Path) -> Vec<Diagnostic> {
     match load(path).await {
-        Ok(_) => Vec::new(),
+        Ok(hosts) => {
+            let mut desired = Desired {
+                hosts,
+                ..Desired::default()
+            };
+            let origin = Origin::RoutesFile {
+                path: path.to_owned(),
+            };
+            users_files::settle(&mut desired, &users_file_in(&origin)).await;
+            desired.diagnostics
+        }
         Err(error) => diagnose(path, &error, ""),
     }
+}
+
+/// Where a location's `users_file` is written in the routes file `origin`.
+fn users_file_in(
+    origin: &Origin,
+) -> impl Fn(&HostConfig, &LocationConfig) -> (Origin, String) + Sync + '_ {
+    |host, location| (origin.clone(), users_file_key(host, location))
 }
 
 /// A version that did not load, as diagnostics: one per invalid key, each

@@ -53,6 +53,24 @@ pub async fn publish(
     }
 }
 
+/// What `replicas` describe, checked as a publish would (`dockhand check`):
+/// every problem, the users files' included; DNS server names are not
+/// looked up (one that does not resolve is served, not refused).
+pub async fn check(
+    replicas: &[ContainerFacts],
+    more_diagnostics: Vec<Diagnostic>,
+    context: &ProxyFacts,
+) -> Vec<Diagnostic> {
+    let (hosts, diagnostics) = hosts_of(replicas, more_diagnostics, context);
+    let mut desired = Desired {
+        hosts,
+        diagnostics,
+        ..Desired::default()
+    };
+    users_files::settle(&mut desired, &users_file_label).await;
+    desired.diagnostics
+}
+
 /// Where a location's `users_file` label is: on its oldest container.
 fn users_file_label(_: &HostConfig, location: &LocationConfig) -> (Origin, String) {
     let container = location.containers.first();

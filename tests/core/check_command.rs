@@ -185,3 +185,35 @@ fn a_mismatched_certificate_pair_exits_1_naming_its_file_and_a_good_one_exits_0(
     assert_eq!(diagnostic["source"], "certificate_file");
     assert_eq!(diagnostic["path"], bad.to_str().unwrap());
 }
+
+#[test]
+fn a_users_file_that_cannot_be_read_is_an_error_at_its_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.htpasswd");
+    let routes = serde_json::json!({"host": {"a.com": {"location": {"/": {
+        "basic_auth": {"users_file": users},
+        "upstream": {"10.0.0.1:80": {}}
+    }}}}});
+    let path = routes_file(dir.path(), &routes.to_string());
+    let output = check(&["--routes", path.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let document: Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let problem = &document["diagnostics"][0];
+    assert_eq!(
+        problem["key"],
+        r#"host."a.com".location."/".basic_auth.users_file"#
+    );
+    assert!(
+        problem["reason"]
+            .as_str()
+            .unwrap()
+            .contains("can't be read"),
+        "{problem}"
+    );
+
+    // Once written with a good line, the same file checks clean.
+    let hash = "$2y$04$rLA2eb2HArGuhTT5i9Z3b.26D84MJAC6RoeQtL7ZuJydDLQq9yeuK";
+    std::fs::write(&users, format!("alice:{hash}\n")).unwrap();
+    let output = check(&["--routes", path.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+}

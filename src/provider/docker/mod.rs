@@ -32,7 +32,7 @@ use tokio::time::Instant;
 
 use super::labelled;
 use crate::config::{Diagnostic, ProviderId};
-use crate::labels::{build_hosts, ContainerFacts, ProxyFacts};
+use crate::labels::{ContainerFacts, ProxyFacts};
 use crate::metrics::Metrics;
 use crate::resolve::Dns;
 use crate::routes::Router;
@@ -147,7 +147,7 @@ pub async fn check(settings: &DockerSettings) -> Result<Vec<Diagnostic>, DockerE
     let mut state = ProviderState::new(settings, Arc::default());
     learn_own_networks(&api, settings, &mut state).await?;
     relist(&api, &mut state).await?;
-    Ok(build_hosts(&state.containers, &state.context).1)
+    Ok(labelled::check(&state.containers, Vec::new(), &state.context).await)
 }
 
 /// Follows Docker until the connection fails; returns why.

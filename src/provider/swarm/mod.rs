@@ -98,7 +98,7 @@ pub async fn check(settings: &DockerSettings) -> Result<Option<Vec<Diagnostic>>,
     }
     let (replicas, diagnostics) = replicas(&state.facts(), &state.context.label_prefix);
     Ok(Some(
-        labelled::hosts_of(&replicas, diagnostics, &state.context).1,
+        labelled::check(&replicas, diagnostics, &state.context).await,
     ))
 }
 
