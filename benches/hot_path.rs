@@ -172,7 +172,9 @@ fn middlewares_of(json: &str) -> LocationMiddlewares {
         r#"{{{json}, "upstream": {{"10.0.0.1:80": {{}}}}}}"#
     ))
     .middlewares;
-    LocationMiddlewares::new(settings, |limit| Arc::new(RateLimiter::new(limit.clone())))
+    LocationMiddlewares::new(settings, |_, limit| {
+        Arc::new(RateLimiter::new(limit.clone()))
+    })
 }
 
 /// Each middleware's cost on a request it lets through: its checks before

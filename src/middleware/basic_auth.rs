@@ -21,7 +21,7 @@ use crate::config::middleware::{BasicAuth, BasicAuthUser, PasswordHash, RateLimi
 use crate::sync::lock;
 
 /// Failed attempts a client may make: 10 at once, then one every 6 s.
-const FAILURES: RateLimit = RateLimit {
+pub const FAILURES: RateLimit = RateLimit {
     average: 10,
     burst: 10,
     period: Duration::from_secs(60),
@@ -39,18 +39,20 @@ pub struct BasicAuthState {
     settings: Arc<BasicAuth>,
     /// The `WWW-Authenticate` sent with every `401`.
     challenge: HeaderValue,
-    failures: RateLimiter,
+    failures: Arc<RateLimiter>,
     passed: Mutex<HashSet<Digest>>,
 }
 
 impl BasicAuthState {
-    pub fn new(settings: BasicAuth) -> BasicAuthState {
+    /// `failures`: where the location's failed logins are counted (kept
+    /// across route-table builds), with the setting `FAILURES`.
+    pub fn new(settings: BasicAuth, failures: Arc<RateLimiter>) -> BasicAuthState {
         let challenge = format!("Basic realm=\"{}\", charset=\"UTF-8\"", settings.realm);
         BasicAuthState {
             // The realm was checked to fit in a quoted string.
             challenge: HeaderValue::from_str(&challenge).expect("a checked realm"),
             settings: Arc::new(settings),
-            failures: RateLimiter::new(FAILURES),
+            failures,
             passed: Mutex::default(),
         }
     }
@@ -158,12 +160,13 @@ mod tests {
     }
 
     fn state(users: Vec<BasicAuthUser>) -> BasicAuthState {
-        BasicAuthState::new(BasicAuth {
+        let settings = BasicAuth {
             users,
             users_file: None,
             realm: "admin".into(),
             forward: false,
-        })
+        };
+        BasicAuthState::new(settings, Arc::new(RateLimiter::new(FAILURES)))
     }
 
     fn basic(user: &str, password: &str) -> HeaderMap {

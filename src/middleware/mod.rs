@@ -17,7 +17,7 @@ mod redirect;
 mod response_headers;
 
 pub use compressed_body::{Compressed, Encoder};
-pub use rate_limit::{LimitersBuild, RateLimiter, RateLimiters};
+pub use rate_limit::{Counted, LimitersBuild, RateLimiter, RateLimiters};
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -33,7 +33,7 @@ use crate::config::middleware::RateLimit;
 use crate::config::Middlewares;
 
 /// A location's middlewares as served: its settings, and the state some
-/// keep (a rate limit's buckets).
+/// keep (a rate limit's buckets, basic auth's failed logins).
 pub struct LocationMiddlewares {
     pub settings: Middlewares,
     limiter: Option<Arc<RateLimiter>>,
@@ -41,14 +41,16 @@ pub struct LocationMiddlewares {
 }
 
 impl LocationMiddlewares {
-    /// `limiter`: where the location's rate limit keeps its buckets.
+    /// `limiter`: where the location's limiters keep their buckets.
     pub fn new(
         settings: Middlewares,
-        limiter: impl FnOnce(&RateLimit) -> Arc<RateLimiter>,
+        limiter: impl Fn(Counted, &RateLimit) -> Arc<RateLimiter>,
     ) -> LocationMiddlewares {
         LocationMiddlewares {
-            limiter: settings.rate_limit.as_ref().map(limiter),
-            basic_auth: settings.basic_auth.clone().map(BasicAuthState::new),
+            limiter: (settings.rate_limit.as_ref()).map(|limit| limiter(Counted::Requests, limit)),
+            basic_auth: settings.basic_auth.clone().map(|auth| {
+                BasicAuthState::new(auth, limiter(Counted::FailedLogins, &basic_auth::FAILURES))
+            }),
             settings,
         }
     }

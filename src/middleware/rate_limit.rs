@@ -153,15 +153,25 @@ impl RateLimiter {
     }
 }
 
-/// Where a location's limiter is kept across route-table builds: by its
-/// host, prefix and setting, so a rebuild for another container's change
-/// keeps every client's bucket, and a changed setting starts afresh.
+/// What a location's limiter counts: its requests (`rate_limit`), or its
+/// failed logins (`basic_auth`), kept apart even with equal settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Counted {
+    Requests,
+    FailedLogins,
+}
+
+/// Where a location's limiters are kept across route-table builds: by its
+/// host, prefix, what they count and their setting, so a rebuild for
+/// another container's change keeps every client's bucket (a client's
+/// failed logins are not forgiven by it), and a changed setting starts
+/// afresh.
 #[derive(Default)]
 pub struct RateLimiters {
     kept: Mutex<HashMap<LimiterKey, Arc<RateLimiter>>>,
 }
 
-type LimiterKey = (String, String, RateLimit);
+type LimiterKey = (String, String, Counted, RateLimit);
 
 impl RateLimiters {
     /// Starts a build: the limiters it asks for are kept, the others go
@@ -181,9 +191,16 @@ pub struct LimitersBuild<'r> {
 }
 
 impl LimitersBuild<'_> {
-    /// The limiter of the location `prefix` of `host` with `setting`.
-    pub fn limiter(&self, host: &str, prefix: &str, setting: &RateLimit) -> Arc<RateLimiter> {
-        let key = (host.to_owned(), prefix.to_owned(), setting.clone());
+    /// The limiter of the location `prefix` of `host` that counts
+    /// `counted` with `setting`.
+    pub fn limiter(
+        &self,
+        host: &str,
+        prefix: &str,
+        counted: Counted,
+        setting: &RateLimit,
+    ) -> Arc<RateLimiter> {
+        let key = (host.to_owned(), prefix.to_owned(), counted, setting.clone());
         let kept = lock(&self.registry.kept).get(&key).cloned();
         let limiter = kept.unwrap_or_else(|| Arc::new(RateLimiter::new(setting.clone())));
         lock(&self.asked).insert(key, limiter.clone());
@@ -284,19 +301,25 @@ mod tests {
             period: Duration::from_secs(60),
             by: RateLimitKey::Client,
         };
-        let first = registry.build().limiter("a.com", "/", &setting);
+        let requests = Counted::Requests;
+        let first = registry.build().limiter("a.com", "/", requests, &setting);
         let now = Instant::now();
         assert_eq!(first.take(ip("192.0.2.1"), &HeaderMap::new(), now), Ok(()));
-        let again = registry.build().limiter("a.com", "/", &setting);
+        let build = registry.build();
+        let again = build.limiter("a.com", "/", requests, &setting);
         assert!(Arc::ptr_eq(&first, &again));
+        // The same setting counting failed logins is another limiter.
+        let logins = build.limiter("a.com", "/", Counted::FailedLogins, &setting);
+        assert!(!Arc::ptr_eq(&first, &logins));
+        drop(build);
         let changed = RateLimit {
             average: 2,
             ..setting.clone()
         };
-        let other = registry.build().limiter("a.com", "/", &changed);
+        let other = registry.build().limiter("a.com", "/", requests, &changed);
         assert!(!Arc::ptr_eq(&first, &other));
         // The build that asked only for the changed one let the first go.
-        let back = registry.build().limiter("a.com", "/", &setting);
+        let back = registry.build().limiter("a.com", "/", requests, &setting);
         assert!(!Arc::ptr_eq(&first, &back));
     }
 }

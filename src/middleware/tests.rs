@@ -16,7 +16,9 @@ fn middlewares(settings: &str) -> LocationMiddlewares {
     let settings = parse_routes_file(&file).unwrap().hosts[0].locations[0]
         .middlewares
         .clone();
-    LocationMiddlewares::new(settings, |limit| Arc::new(RateLimiter::new(limit.clone())))
+    LocationMiddlewares::new(settings, |_, limit| {
+        Arc::new(RateLimiter::new(limit.clone()))
+    })
 }
 
 /// A request as the middlewares see it.

@@ -233,7 +233,7 @@ fn build_location(
             let host = host.pattern.to_string();
             Arc::new(LocationMiddlewares::new(
                 config.middlewares.clone(),
-                |limit| context.limiters.limiter(&host, &config.prefix, limit),
+                |counted, limit| (context.limiters).limiter(&host, &config.prefix, counted, limit),
             ))
         }),
         host: host.pattern.to_string().into(),

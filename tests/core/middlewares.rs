@@ -288,6 +288,46 @@ async fn basic_auth_challenges_checks_and_keeps_the_password_from_the_upstream()
     wait_for_series(proxy.admin, refusals, 2.0).await;
 }
 
+#[tokio::test]
+async fn failed_logins_are_limited_and_a_reload_does_not_forgive_them() {
+    let backend = Backend::echo("app").await;
+    let alice = format!("alice:{}", bcrypt::hash("secret", 4).unwrap());
+    let routes = json!({"host": {"example.com": {"location": {"/": {
+        "basic_auth": {"users": [alice]}, "upstream": {backend.addr.to_string(): {}}
+    }}}}});
+    let proxy = Proxy::start(&routes.to_string()).await;
+    let login = |credentials: &str| {
+        request("GET", "example.com", "/")
+            .header("authorization", format!("Basic {credentials}"))
+            .body(empty())
+            .unwrap()
+    };
+    // alice:wrong, ten times: each is hashed and refused.
+    for _ in 0..10 {
+        let wrong = send(proxy.addr, login("YWxpY2U6d3Jvbmc=")).await;
+        assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    }
+    // Past them, not even the right password is tried.
+    let limited = send(proxy.addr, login("YWxpY2U6c2VjcmV0")).await;
+    assert_eq!(limited.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(limited.header("x-dockhand-error"), "rate_limited");
+
+    // A reload for another host's change keeps the count.
+    let other = Backend::echo("other").await;
+    let mut reloaded = routes.clone();
+    reloaded["host"]["other.test"] =
+        json!({"location": {"/": {"upstream": {other.addr.to_string(): {}}}}});
+    proxy.write_routes(&reloaded.to_string());
+    proxy.reload();
+    eventually("the reload", || async {
+        get(proxy.addr, "other.test", "/").await.status == 200
+    })
+    .await;
+    let still = send(proxy.addr, login("YWxpY2U6c2VjcmV0")).await;
+    assert_eq!(still.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(backend.request_count(), 0);
+}
+
 /// An auth service with the contract Authelia and oauth2-proxy document:
 /// a request with the `session=good` cookie gets `200` with `Remote-User`
 /// and `Remote-Groups` (and a header not to be copied); any other gets a
