@@ -59,9 +59,8 @@ pub struct PeerInfo {
     /// The port the peer connected to, for `X-Forwarded-Port`; none when
     /// the listener could not tell its own address.
     local_port: Option<HeaderValue>,
-    /// Whether the peer is in `--trusted-proxies`.
-    trusted: bool,
-    /// `--trusted-proxies`, kept only for a peer that is one: the client
+    /// `--trusted-proxies`, kept only for a peer that is one (so `Some`
+    /// says the peer is trusted): the client
     /// it speaks for is found in its `X-Forwarded-For` (a copy per
     /// connection of a proxy, which keeps its connections open).
     trusted_proxies: Option<Box<[IpNet]>>,
@@ -84,14 +83,13 @@ impl PeerInfo {
                 .expect("an IP address is a valid header value"),
             forwarded_node: forwarded_node(ip).into_boxed_str(),
             local_port,
-            trusted,
             trusted_proxies: trusted.then(|| trusted_proxies.into()),
         }
     }
 
     /// Whether the peer is one of `--trusted-proxies`.
     pub fn is_trusted(&self) -> bool {
-        self.trusted
+        self.trusted_proxies.is_some()
     }
 
     /// The client's address as `--trusted-proxies` establish it: the
@@ -151,7 +149,7 @@ pub fn set_client_identity(
         proto,
         host,
     };
-    if peer.trusted {
+    if peer.is_trusted() {
         extend_claims(headers, peer, this_hop);
     } else {
         replace_claims(headers, peer, this_hop);

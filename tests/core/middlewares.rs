@@ -205,6 +205,21 @@ async fn cors_preflights_are_answered_by_dockhand_and_answers_allow_the_origin()
     assert!(!stranger.headers.contains_key("access-control-allow-origin"));
 }
 
+/// Reloads `routes` with one more host, `other.test`, and waits until it
+/// is served: a route-table build that leaves the first host as it was.
+async fn reload_with_another_host(proxy: &Proxy, routes: &str) {
+    let other = Backend::echo("other").await;
+    let mut reloaded: serde_json::Value = serde_json::from_str(routes).unwrap();
+    reloaded["host"]["other.test"] =
+        json!({"location": {"/": {"upstream": {other.addr.to_string(): {}}}}});
+    proxy.write_routes(&reloaded.to_string());
+    proxy.reload();
+    eventually("the reload", || async {
+        get(proxy.addr, "other.test", "/").await.status == 200
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_rate_limit_answers_429_with_retry_after_past_the_burst() {
     let backend = Backend::echo("app").await;
@@ -227,16 +242,7 @@ async fn a_rate_limit_answers_429_with_retry_after_past_the_burst() {
     wait_for_series(proxy.admin, refusals, 1.0).await;
 
     // A reload that changes another host keeps the buckets.
-    let other = Backend::echo("other").await;
-    let mut reloaded: serde_json::Value = serde_json::from_str(&routes).unwrap();
-    reloaded["host"]["other.test"] =
-        json!({"location": {"/": {"upstream": {other.addr.to_string(): {}}}}});
-    proxy.write_routes(&reloaded.to_string());
-    proxy.reload();
-    eventually("the reload", || async {
-        get(proxy.addr, "other.test", "/").await.status == 200
-    })
-    .await;
+    reload_with_another_host(&proxy, &routes).await;
     let still = get(proxy.addr, "example.com", "/guarded").await;
     assert_eq!(still.status, StatusCode::TOO_MANY_REQUESTS);
 }
@@ -313,16 +319,7 @@ async fn failed_logins_are_limited_and_a_reload_does_not_forgive_them() {
     assert_eq!(limited.header("x-dockhand-error"), "rate_limited");
 
     // A reload for another host's change keeps the count.
-    let other = Backend::echo("other").await;
-    let mut reloaded = routes.clone();
-    reloaded["host"]["other.test"] =
-        json!({"location": {"/": {"upstream": {other.addr.to_string(): {}}}}});
-    proxy.write_routes(&reloaded.to_string());
-    proxy.reload();
-    eventually("the reload", || async {
-        get(proxy.addr, "other.test", "/").await.status == 200
-    })
-    .await;
+    reload_with_another_host(&proxy, &routes.to_string()).await;
     let still = send(proxy.addr, login("YWxpY2U6c2VjcmV0")).await;
     assert_eq!(still.status, StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(backend.request_count(), 0);
