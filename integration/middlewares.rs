@@ -263,8 +263,7 @@ fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
             },
             "cors": {
                 "allow_origins": [FRONT],
-                "allow_methods": "GET, PUT",
-                "allow_headers": null,
+                "allow_methods": ["GET", "PUT"],
                 "allow_credentials": true,
                 "max_age": 600
             }

@@ -5,12 +5,10 @@
 
 use std::time::Duration;
 
-use dockhand::config::middleware::{PasswordHash, RateLimitKey};
 use dockhand::config::{
-    DesiredHosts, DnsServer, HealthCheck, HostConfig, LoadBalancing, LocationConfig, Middlewares,
-    Protocol, Retry, Rewrite, SrvResolution, TlsServerName, UpstreamConfig, UpstreamTarget,
+    middlewares_json, DesiredHosts, DnsServer, Hashes, HealthCheck, HostConfig, LoadBalancing,
+    LocationConfig, Protocol, Retry, Rewrite, SrvResolution, TlsServerName, UpstreamConfig, UpstreamTarget,
 };
-use http::HeaderValue;
 use serde_json::{json, Map, Value};
 
 /// `hosts` as a routes file that says everything explicitly.
@@ -59,100 +57,11 @@ fn location_json(location: &LocationConfig) -> Value {
     }
     insert_health_check(&mut object, &location.health_check);
     object.insert("upgrades".into(), json!(location.upgrades.protocols()));
-    insert_middlewares(&mut object, &location.middlewares);
+    if let Value::Object(middlewares) = middlewares_json(&location.middlewares, Hashes::Written) {
+        object.extend(middlewares);
+    }
     object.insert("upstream".into(), Value::Object(upstreams));
     Value::Object(object)
-}
-
-/// A location's middlewares, each setting spelled out.
-fn insert_middlewares(object: &mut Map<String, Value>, middlewares: &Middlewares) {
-    let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
-    let list = |value: &HeaderValue| -> Vec<String> {
-        text(value).split(", ").map(str::to_owned).collect()
-    };
-    if let Some(networks) = &middlewares.ip_allow {
-        let networks: Vec<String> = networks.iter().map(ToString::to_string).collect();
-        object.insert("ip_allow".into(), json!(networks));
-    }
-    if let Some(limit) = &middlewares.rate_limit {
-        let by = match &limit.by {
-            RateLimitKey::Client => "client".to_owned(),
-            RateLimitKey::Header(name) => format!("header:{name}"),
-        };
-        object.insert(
-            "rate_limit".into(),
-            json!({"average": limit.average, "burst": limit.burst,
-                   "period": format!("{}ms", limit.period.as_millis()), "by": by}),
-        );
-    }
-    if let Some(auth) = &middlewares.basic_auth {
-        let users: Vec<String> = auth
-            .users
-            .iter()
-            .map(|user| match &user.hash {
-                PasswordHash::Bcrypt(hash) | PasswordHash::Argon2id(hash) => {
-                    format!("{}:{hash}", user.name)
-                }
-            })
-            .collect();
-        let mut written = json!({"users": users, "realm": auth.realm, "forward": auth.forward});
-        if let Some(file) = &auth.users_file {
-            written["users_file"] = json!(file);
-        }
-        object.insert("basic_auth".into(), written);
-    }
-    if let Some(auth) = &middlewares.forward_auth {
-        let scheme = if auth.tls { "https" } else { "http" };
-        let copied: Vec<&str> = auth.response_headers.iter().map(|name| name.as_str()).collect();
-        object.insert(
-            "forward_auth".into(),
-            json!({"address": format!("{scheme}://{}{}", auth.authority, auth.path),
-                   "response_headers": copied,
-                   "trust_forward_header": auth.trust_forward_header}),
-        );
-    }
-    if let Some(size) = middlewares.max_body_size {
-        object.insert("max_body_size".into(), size.into());
-    }
-    if let Some(redirect) = &middlewares.redirect {
-        object.insert(
-            "redirect".into(),
-            json!({"regex": redirect.regex.as_str(), "replacement": redirect.replacement,
-                   "permanent": redirect.permanent}),
-        );
-    }
-    let headers = &middlewares.response_headers;
-    let set: Map<String, Value> = headers
-        .set
-        .iter()
-        .map(|(name, value)| (name.to_string(), text(value).into()))
-        .collect();
-    let mut response = json!({"set": set});
-    if !headers.remove.is_empty() {
-        let remove: Vec<&str> = headers.remove.iter().map(|name| name.as_str()).collect();
-        response["remove"] = json!(remove);
-    }
-    object.insert(
-        "headers".into(),
-        json!({"response": response, "security": headers.security}),
-    );
-    if let Some(cors) = &middlewares.cors {
-        let origins: Vec<String> = cors.allow_origins.iter().map(ToString::to_string).collect();
-        let mut written = json!({"allow_origins": origins,
-            "allow_methods": list(&cors.allow_methods),
-            "allow_credentials": cors.allow_credentials});
-        if let Some(allowed) = &cors.allow_headers {
-            written["allow_headers"] = json!(list(allowed));
-        }
-        if let Some(max_age) = cors.max_age {
-            written["max_age"] = max_age.into();
-        }
-        object.insert("cors".into(), written);
-    }
-    if let Some(encodings) = &middlewares.compress {
-        let tokens: Vec<&str> = encodings.iter().map(|encoding| encoding.token()).collect();
-        object.insert("compress".into(), json!(tokens));
-    }
 }
 
 fn insert_health_check(object: &mut Map<String, Value>, check: &HealthCheck) {

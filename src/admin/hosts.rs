@@ -9,12 +9,10 @@ use std::time::SystemTime;
 use serde_json::{json, Map, Value};
 
 use super::AdminState;
-use http::HeaderValue;
 
-use crate::config::middleware::RateLimitKey;
 use crate::config::{
-    ContainerRef, HostConfig, LoadBalancing, LocationConfig, Middlewares, Protocol, ProviderId,
-    Retry, Rewrite, UpstreamConfig, UpstreamTarget,
+    middlewares_json, ContainerRef, Hashes, HostConfig, LoadBalancing, LocationConfig, Protocol,
+    ProviderId, Retry, Rewrite, UpstreamConfig, UpstreamTarget,
 };
 use crate::routes::{Location, Snapshot, Swap};
 use crate::upstream::{CheckSettings, Destination, Endpoint};
@@ -130,90 +128,9 @@ fn location_view(
         "rewrite": config.rewrite.as_ref().map(rewrite_view),
         "health_check": {"enabled": checks.enabled, "interval_secs": checks.interval.as_secs()},
         "upgrades": config.upgrades.protocols(),
-        "middlewares": middlewares_view(&config.middlewares),
+        "middlewares": middlewares_json(&config.middlewares, Hashes::Hidden),
         "upstream": upstreams,
     })
-}
-
-/// A location's middlewares in the routes file's shape; only those set.
-fn middlewares_view(middlewares: &Middlewares) -> Value {
-    let text = |value: &HeaderValue| String::from_utf8_lossy(value.as_bytes()).into_owned();
-    let mut view = Map::new();
-    if let Some(networks) = &middlewares.ip_allow {
-        let networks: Vec<String> = networks.iter().map(ToString::to_string).collect();
-        view.insert("ip_allow".into(), networks.into());
-    }
-    if let Some(limit) = &middlewares.rate_limit {
-        let by = match &limit.by {
-            RateLimitKey::Client => "client".to_owned(),
-            RateLimitKey::Header(name) => format!("header:{name}"),
-        };
-        view.insert(
-            "rate_limit".into(),
-            json!({"average": limit.average, "burst": limit.burst,
-                   "period_ms": limit.period.as_millis() as u64, "by": by}),
-        );
-    }
-    if let Some(auth) = &middlewares.basic_auth {
-        // Names only: a hash is never shown.
-        let users: Vec<&str> = auth.users.iter().map(|user| user.name.as_str()).collect();
-        view.insert(
-            "basic_auth".into(),
-            json!({"users": users, "users_file": auth.users_file, "realm": auth.realm,
-                   "forward": auth.forward}),
-        );
-    }
-    if let Some(auth) = &middlewares.forward_auth {
-        let scheme = if auth.tls { "https" } else { "http" };
-        let copied: Vec<&str> = auth
-            .response_headers
-            .iter()
-            .map(|name| name.as_str())
-            .collect();
-        view.insert(
-            "forward_auth".into(),
-            json!({"address": format!("{scheme}://{}{}", auth.authority, auth.path),
-                   "response_headers": copied,
-                   "trust_forward_header": auth.trust_forward_header}),
-        );
-    }
-    if let Some(size) = middlewares.max_body_size {
-        view.insert("max_body_size".into(), size.into());
-    }
-    if let Some(redirect) = &middlewares.redirect {
-        view.insert(
-            "redirect".into(),
-            json!({"regex": redirect.regex.as_str(), "replacement": redirect.replacement,
-                   "permanent": redirect.permanent}),
-        );
-    }
-    let headers = &middlewares.response_headers;
-    if !headers.is_empty() {
-        let set: Map<String, Value> = headers
-            .set
-            .iter()
-            .map(|(name, value)| (name.to_string(), text(value).into()))
-            .collect();
-        let remove: Vec<&str> = headers.remove.iter().map(|name| name.as_str()).collect();
-        view.insert(
-            "headers".into(),
-            json!({"response": {"set": set, "remove": remove}, "security": headers.security}),
-        );
-    }
-    if let Some(cors) = &middlewares.cors {
-        let origins: Vec<String> = cors.allow_origins.iter().map(ToString::to_string).collect();
-        view.insert(
-            "cors".into(),
-            json!({"allow_origins": origins, "allow_methods": text(&cors.allow_methods),
-                   "allow_headers": cors.allow_headers.as_ref().map(text),
-                   "allow_credentials": cors.allow_credentials, "max_age": cors.max_age}),
-        );
-    }
-    if let Some(encodings) = &middlewares.compress {
-        let tokens: Vec<&str> = encodings.iter().map(|e| e.token()).collect();
-        view.insert("compress".into(), tokens.into());
-    }
-    Value::Object(view)
 }
 
 fn container_view(container: &ContainerRef) -> Value {

@@ -12,6 +12,7 @@ mod durations;
 mod json_reader;
 pub mod middleware;
 mod middleware_json;
+mod middleware_written;
 mod model;
 mod routes_file;
 pub mod values;
@@ -21,6 +22,7 @@ pub use dns_servers::{DnsServerAddresses, NamedDnsServer};
 pub use durations::parse_duration;
 pub use json_reader::{ConfigError, ConfigErrors};
 pub use middleware::Middlewares;
+pub use middleware_written::{middlewares_json, Hashes};
 pub use model::*;
 pub use routes_file::{dns_server_names, parse_routes_file, users_file_key};
 
