@@ -201,7 +201,7 @@ impl<'a> Object<'a> {
         match value.as_u64() {
             Some(n) if range.contains(&n) => Some(n),
             _ => {
-                problems.report(&path, super::values::not_in_range(value, &range));
+                problems.report(&path, super::scalars::not_in_range(value, &range));
                 None
             }
         }

@@ -14,7 +14,9 @@ pub mod middleware;
 mod middleware_json;
 mod middleware_written;
 mod model;
+mod names;
 mod routes_file;
+mod scalars;
 pub mod values;
 
 pub use diagnostic::{Diagnostic, Findings, Origin, Severity, SeverityCounts};

@@ -2,13 +2,13 @@
 //! each location, with every setting already parsed and validated.
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue, StatusCode};
 use regex::Regex;
 
 use super::middleware::Middlewares;
+pub use super::names::{DnsServer, HostPattern, SrvResolution, TlsServerName, UpstreamTarget};
 
 /// The desired hosts of one source.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -51,27 +51,6 @@ impl fmt::Display for Hsts {
             f.write_str("; preload")?;
         }
         Ok(())
-    }
-}
-
-/// What a host entry matches, already lower-cased.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum HostPattern {
-    /// `example.com`
-    Exact(String),
-    /// `*.example.com`, stored as the suffix `example.com`.
-    Wildcard(String),
-    /// `*`
-    Any,
-}
-
-impl fmt::Display for HostPattern {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            HostPattern::Exact(name) => f.write_str(name),
-            HostPattern::Wildcard(suffix) => write!(f, "*.{suffix}"),
-            HostPattern::Any => f.write_str("*"),
-        }
     }
 }
 
@@ -199,30 +178,6 @@ pub struct UpstreamConfig {
     pub container: Option<ContainerRef>,
 }
 
-/// Where an upstream's addresses come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum UpstreamTarget {
-    /// Written as an address: used as is, never resolved.
-    Address(SocketAddr),
-    /// Written as `name:port`: resolved with A/AAAA lookups.
-    Name { host: String, port: u16 },
-    /// An SRV owner name (`_app._tcp.example.internal`).
-    Srv {
-        owner: String,
-        resolution: SrvResolution,
-    },
-}
-
-impl fmt::Display for UpstreamTarget {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UpstreamTarget::Address(addr) => write!(f, "{addr}"),
-            UpstreamTarget::Name { host, port } => write!(f, "{host}:{port}"),
-            UpstreamTarget::Srv { owner, .. } => f.write_str(owner),
-        }
-    }
-}
-
 /// Patterns compare by their source text (`Regex` has no equality of its own),
 /// so an unchanged rewrite leaves the route table untouched.
 impl PartialEq for Rewrite {
@@ -253,42 +208,4 @@ pub enum Protocol {
     Http1,
     /// HTTP/2 with prior knowledge over cleartext (gRPC).
     H2c,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct SrvResolution {
-    /// The DNS server to ask; `None`: the one upstream names are resolved with.
-    pub resolver: Option<DnsServer>,
-    pub min_ttl: Duration,
-    pub max_ttl: Duration,
-    pub negative_ttl: Duration,
-    pub tls_server_name: TlsServerName,
-}
-
-/// The DNS server an SRV owner is asked of (`resolution.resolver`).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum DnsServer {
-    /// Written as an address, or the address its provider found for a name.
-    Address(SocketAddr),
-    /// Written as `name:port`. The model does no I/O, so the provider looks
-    /// the name up when it loads its routes and puts the address in its
-    /// place, or leaves the upstream out (`DnsServerAddresses::settle`):
-    /// connecting never waits on this lookup.
-    Name { host: String, port: u16 },
-}
-
-impl fmt::Display for DnsServer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DnsServer::Address(address) => write!(f, "{address}"),
-            DnsServer::Name { host, port } => write!(f, "{host}:{port}"),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum TlsServerName {
-    #[default]
-    Owner,
-    Target,
 }

@@ -5,8 +5,8 @@ use std::fmt;
 
 use http::HeaderName;
 
-use super::{header_name, read_list, read_text, values, WrittenSettings};
-use crate::config::model::UpstreamTarget;
+use super::{header_name, read_list, read_text, scalars, WrittenSettings};
+use crate::config::names::UpstreamTarget;
 
 /// HTTP Basic authentication (RFC 7617) against htpasswd-style users.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -233,7 +233,7 @@ pub fn forward_auth_address(text: &str) -> Result<ForwardAuth, String> {
         .trim_end_matches(']');
     let target = match host.parse::<std::net::IpAddr>() {
         Ok(ip) => UpstreamTarget::Address(std::net::SocketAddr::new(ip, port)),
-        Err(_) => values::upstream_target(&format!("{host}:{port}"))?,
+        Err(_) => scalars::upstream_target(&format!("{host}:{port}"))?,
     };
     Ok(ForwardAuth {
         target,

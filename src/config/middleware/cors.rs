@@ -5,7 +5,7 @@ use std::ops::RangeInclusive;
 
 use http::{HeaderValue, Method};
 
-use super::{header_name, read_list, read_text, values, WrittenSettings};
+use super::{header_name, read_list, read_text, scalars, WrittenSettings};
 
 /// CORS preflight answers may be cached for up to a day (browsers cap lower).
 const CORS_MAX_AGE_SECS: RangeInclusive<u64> = 0..=86_400;
@@ -81,7 +81,7 @@ pub(super) fn read_cors(written: &mut impl WrittenSettings) -> Option<Cors> {
     let headers = read_list(written, "cors.allow_headers", header_name);
     let credentials = written.boolean("cors.allow_credentials");
     let max_age = read_text(written, "cors.max_age", |text| {
-        values::whole_number(text, CORS_MAX_AGE_SECS)
+        scalars::whole_number(text, CORS_MAX_AGE_SECS)
     });
     let Some(allow_origins) = origins else {
         let others = methods.is_some() || headers.is_some() || credentials.is_some();
@@ -125,7 +125,7 @@ pub fn origin_pattern(text: &str) -> Result<OriginPattern, String> {
         return Ok(OriginPattern::Any);
     }
     if let Some(suffix) = text.strip_prefix("*.") {
-        values::host_pattern(suffix).map_err(|reason| format!("`{text}`: {reason}"))?;
+        scalars::host_pattern(suffix).map_err(|reason| format!("`{text}`: {reason}"))?;
         return Ok(OriginPattern::Subdomains(format!(
             ".{}",
             suffix.to_ascii_lowercase()

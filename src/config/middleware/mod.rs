@@ -13,7 +13,7 @@ use http::{HeaderName, HeaderValue};
 use ipnet::IpNet;
 use regex::Regex;
 
-use super::values;
+use super::scalars;
 
 mod auth;
 mod cors;
@@ -368,7 +368,7 @@ pub fn body_size(text: &str) -> Result<u64, String> {
 }
 
 fn read_redirect(written: &mut impl WrittenSettings) -> Option<Redirect> {
-    let regex = read_text(written, "redirect.regex", values::rewrite_pattern);
+    let regex = read_text(written, "redirect.regex", scalars::rewrite_pattern);
     let replacement = written.text("redirect.replacement");
     let permanent = written.boolean("redirect.permanent");
     match (regex, replacement) {
@@ -397,7 +397,7 @@ fn read_response_headers(written: &mut impl WrittenSettings) -> ResponseHeaders 
     let mut set = Vec::new();
     for (name, value) in written.entries(RESPONSE_HEADER_SET_START) {
         let key = format!("{RESPONSE_HEADER_SET_START}{name}");
-        match values::header(&name, value.trim()) {
+        match scalars::header(&name, value.trim()) {
             Ok((header, _)) if set.iter().any(|(other, _)| *other == header) => {
                 let reason = format!("`{name}` is set twice (header names ignore case)");
                 written.refuse(&key, reason);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use http::HeaderName;
 
-use super::{header_name, read_text, values, WrittenSettings};
+use super::{header_name, read_text, scalars, WrittenSettings};
 use crate::config::durations::parse_duration;
 
 /// Requests a rate limit may allow per period, and the most it may let
@@ -51,7 +51,7 @@ impl fmt::Display for RateLimit {
 }
 
 pub(super) fn read_rate_limit(written: &mut impl WrittenSettings) -> Option<RateLimit> {
-    let count = |text: &str| values::whole_number(text, RATE_LIMIT_COUNTS).map(|n| n as u32);
+    let count = |text: &str| scalars::whole_number(text, RATE_LIMIT_COUNTS).map(|n| n as u32);
     let average = read_text(written, "rate_limit.average", count);
     let burst = read_text(written, "rate_limit.burst", count);
     let period = read_text(written, "rate_limit.period", |text| {
