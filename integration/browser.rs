@@ -62,6 +62,9 @@ impl Browser {
                 "--no-first-run",
                 "--disable-extensions",
                 "--disable-background-networking",
+                // The suite's hosts (`<what>.<run>.test`) are dockhand's, on
+                // loopback: a page can be loaded by its host name.
+                "--host-resolver-rules=MAP *.test 127.0.0.1",
                 "--remote-debugging-address=127.0.0.1",
                 // Port 0: chromium picks one and writes it to DevToolsActivePort.
                 "--remote-debugging-port=0",

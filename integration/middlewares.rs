@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 
 use serde_json::json;
 
+use crate::browser::Browser;
 use crate::support::*;
 
 const ADMIN_TOKEN: &str = "middleware-labels-test-token";
@@ -280,6 +281,38 @@ fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
         json!({"redirect": {"regex": r"^http://www\.(.*)", "replacement": "http://$1",
                             "permanent": true}})
     );
+}
+
+/// A real browser (headless chromium) asks with its own `Accept-Encoding`,
+/// is answered with the encoding the `compress` label allows, and decodes
+/// it: the page's `fetch` reads the backend's echo as JSON.
+#[test]
+fn a_real_browser_decodes_what_the_compress_label_compresses() {
+    let Some(mut browser) = Browser::launch() else {
+        return;
+    };
+    let setup = Setup::start("mw-browser");
+    let port = setup.dockhand.addr.port();
+    browser.navigate(&format!("http://{}:{port}/", setup.hosts.zip));
+    // The padding makes the echo larger than the 1 KiB floor.
+    let fetched = browser.wait_for(
+        "the page's fetch of a compressed answer",
+        "fetch('/', {headers: {'x-padding': 'a'.repeat(2048)}})
+            .then(async r => ({encoding: r.headers.get('content-encoding'), echo: await r.json()}))",
+    );
+    assert_eq!(fetched["encoding"], "gzip", "{fetched}");
+    let echo = &fetched["echo"];
+    assert_eq!(echo["hostname"], setup.app.name.as_str());
+    assert_eq!(
+        echo["headers"]["x-padding"].as_str().map(str::len),
+        Some(2048)
+    );
+    // The browser's own preferences (over plain HTTP, chromium names
+    // gzip and deflate; br and zstd only over HTTPS).
+    let asked = echo["headers"]["accept-encoding"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(asked.contains("gzip"), "{asked}");
 }
 
 #[test]
