@@ -38,9 +38,14 @@ use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
-    response_persistent, ResponseFraming, MAX_HEADERS,
+    response_persistent, ResponseFraming, SharedHead, MAX_HEADERS,
 };
 use crate::sync::lock;
+
+/// The fields dockhand may add to a response before its client
+/// (`Strict-Transport-Security`, a location's response rules, `Vary`):
+/// its header map has room for a few from the start.
+const ADDED_RESPONSE_FIELDS: usize = 4;
 
 /// How the pool keeps connections: as long as hyper's pool did, and as many
 /// per address as requests to it are in flight at once up to a bound on
@@ -615,11 +620,12 @@ fn parse(
         Err(error) => return Err(ExchangeError::NotHttp(error.into())),
     };
     if head.is_interim() {
-        return Ok(Some((None, head.head_len)));
+        return Ok(Some((None, head.bytes.len())));
     }
     let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
-    let headers = header_map(head.fields.iter(), head.fields.len())
+    let capacity = head.fields.len() + ADDED_RESPONSE_FIELDS;
+    let headers = header_map(head.fields.iter(), capacity, &SharedHead::copy(head.bytes))
         .map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let canonical = status.canonical_reason().map(str::as_bytes);
     let reason = (canonical != Some(head.reason))
@@ -639,7 +645,7 @@ fn parse(
             && !ends_http(head.status, method),
         framing,
     };
-    Ok(Some((Some(parsed), head.head_len)))
+    Ok(Some((Some(parsed), head.bytes.len())))
 }
 
 #[cfg(test)]

@@ -1,8 +1,12 @@
 //! Header fields as slices of the bytes they were read from, held in a fixed
-//! array so that a parsed head costs no allocation, and the list syntax
-//! (RFC 9110 §5.6.1) that `Connection` and `Transfer-Encoding` use.
+//! array so that a parsed head costs no allocation; the list syntax
+//! (RFC 9110 §5.6.1) that `Connection` and `Transfer-Encoding` use; and
+//! fields made into an `http` header map whose values share one copy of
+//! their head (`SharedHead`) rather than one copy each.
 
 use std::fmt;
+
+use bytes::Bytes;
 
 use super::MAX_HEADERS;
 
@@ -103,6 +107,35 @@ mod tests {
     }
 
     #[test]
+    fn header_values_are_slices_of_one_copy_of_their_head() {
+        let source = b"Host: a.test\r\nX-Long: abcdefghijklmnopqrstuvwxyz\r\n\r\n".to_vec();
+        let fields = [
+            Field {
+                name: b"host",
+                value: &source[6..12],
+            },
+            Field {
+                name: b"x-long",
+                value: &source[22..48],
+            },
+        ];
+        let head = SharedHead::copy(&source);
+        let map = header_map(fields.into_iter(), 8, &head).unwrap();
+        assert_eq!(map["host"], "a.test");
+        assert_eq!(map["x-long"], "abcdefghijklmnopqrstuvwxyz");
+        // Each value points into the one copy, not at a copy of its own.
+        let copy = head.slice(&source);
+        let within = |value: &http::HeaderValue| {
+            let start = (value.as_bytes().as_ptr() as usize).wrapping_sub(copy.as_ptr() as usize);
+            start + value.len() <= copy.len()
+        };
+        assert!(within(&map["host"]) && within(&map["x-long"]));
+        // A part from elsewhere is copied on its own.
+        assert_eq!(head.slice(b"elsewhere"), &b"elsewhere"[..]);
+        assert!(map.capacity() >= 8, "room for the fields added later");
+    }
+
+    #[test]
     fn a_value_with_obs_text_lists_nothing() {
         assert_eq!(list_items(b"close, \xff").count(), 0);
     }
@@ -113,15 +146,50 @@ mod tests {
 #[error("a header field the http crate refuses")]
 pub struct InvalidField;
 
-/// `fields` as an `http` header map, in their order (repeats appended).
+/// One copy of a head's bytes, which the values taken from it share: a
+/// header value (or a request's target) is a slice of the copy, so a head
+/// costs one copy, not one per field, and cloning a value later costs no
+/// allocation either (a copy of its own would be promoted to a shared
+/// one at its first clone).
+pub struct SharedHead<'a> {
+    source: &'a [u8],
+    copy: Bytes,
+}
+
+impl<'a> SharedHead<'a> {
+    /// Copies `source`, the buffer the head's fields are slices of.
+    pub fn copy(source: &'a [u8]) -> SharedHead<'a> {
+        SharedHead {
+            source,
+            copy: Bytes::copy_from_slice(source),
+        }
+    }
+
+    /// The copy of `part`, a slice of the source (the first such slice
+    /// makes the copy shared; the others only count a reference). A part
+    /// from elsewhere is copied on its own, never read out of bounds.
+    pub fn slice(&self, part: &[u8]) -> Bytes {
+        let start = (part.as_ptr() as usize).wrapping_sub(self.source.as_ptr() as usize);
+        match start.checked_add(part.len()) {
+            Some(end) if end <= self.source.len() => self.copy.slice(start..end),
+            _ => Bytes::copy_from_slice(part),
+        }
+    }
+}
+
+/// `fields`, slices of `head`, as an `http` header map in their order
+/// (repeats appended), with room for `capacity` fields in all (those its
+/// user adds too, so that the map is not grown per request).
 pub fn header_map<'a>(
     fields: impl Iterator<Item = Field<'a>>,
     capacity: usize,
+    head: &SharedHead<'_>,
 ) -> Result<http::HeaderMap, InvalidField> {
     let mut headers = http::HeaderMap::with_capacity(capacity);
     for field in fields {
         let name = http::HeaderName::from_bytes(field.name).map_err(|_| InvalidField)?;
-        let value = http::HeaderValue::from_bytes(field.value).map_err(|_| InvalidField)?;
+        let value = http::HeaderValue::from_maybe_shared(head.slice(field.value))
+            .map_err(|_| InvalidField)?;
         headers.append(name, value);
     }
     Ok(headers)

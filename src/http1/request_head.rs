@@ -36,9 +36,10 @@ pub struct RequestHead<'a> {
     /// The minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub version: u8,
     pub fields: Fields<'a>,
-    /// The head's length in the buffer, up to and including its empty line:
-    /// the body (or the next request) starts there.
-    pub head_len: usize,
+    /// The head as read, up to and including its empty line (what its
+    /// fields are slices of): the body (or the next request) starts at
+    /// its length.
+    pub bytes: &'a [u8],
 }
 
 /// Parses the request head at the start of `buf`: `None` while it is
@@ -63,7 +64,7 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead<'_>>, HeadErr
         target: target.as_bytes(),
         version,
         fields: Fields::new(parsed, count),
-        head_len,
+        bytes: &buf[..head_len],
     }))
 }
 
@@ -99,7 +100,7 @@ mod tests {
         assert_eq!(head.method, b"GET");
         assert_eq!(head.target, b"/a?b=c");
         assert_eq!(head.version, 1);
-        assert_eq!(head.head_len, GET.len());
+        assert_eq!(head.bytes.len(), GET.len());
         let fields: Vec<_> = head.fields.iter().map(|f| (f.name, f.value)).collect();
         assert_eq!(
             fields,
@@ -119,7 +120,7 @@ mod tests {
             assert!(parse_request_head(&buf[..end]).unwrap().is_none(), "{end}");
         }
         assert_eq!(
-            parse_request_head(&buf).unwrap().unwrap().head_len,
+            parse_request_head(&buf).unwrap().unwrap().bytes.len(),
             buf.len()
         );
     }
@@ -150,7 +151,7 @@ mod tests {
         buf.resize(MAX_REQUEST_HEAD_BYTES - 4, b'a');
         buf.extend_from_slice(b"\r\n\r\n");
         let head = parse_request_head(&buf).unwrap().unwrap();
-        assert_eq!(head.head_len, MAX_REQUEST_HEAD_BYTES);
+        assert_eq!(head.bytes.len(), MAX_REQUEST_HEAD_BYTES);
     }
 
     #[test]

@@ -14,8 +14,9 @@ pub struct ResponseHead<'a> {
     pub status: u16,
     pub reason: &'a [u8],
     pub fields: Fields<'a>,
-    /// The head's length in the buffer, up to and including its empty line.
-    pub head_len: usize,
+    /// The head as read, up to and including its empty line (what its
+    /// fields are slices of).
+    pub bytes: &'a [u8],
 }
 
 impl ResponseHead<'_> {
@@ -47,7 +48,7 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadE
         status,
         reason: reason.as_bytes(),
         fields: Fields::new(parsed, count),
-        head_len,
+        bytes: &buf[..head_len],
     }))
 }
 
@@ -64,10 +65,10 @@ mod tests {
             (head.version, head.status, head.reason),
             (1, 200, &b"OK"[..])
         );
-        assert_eq!(head.head_len, OK.len() - 2);
+        assert_eq!(head.bytes.len(), OK.len() - 2);
         assert_eq!(head.fields.values("content-length").next(), Some(&b"2"[..]));
         assert!(!head.is_interim());
-        for end in 0..head.head_len {
+        for end in 0..head.bytes.len() {
             assert!(parse_response_head(&OK[..end]).unwrap().is_none(), "{end}");
         }
     }

@@ -4,7 +4,7 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-use super::fields::{header_map, Field};
+use super::fields::{header_map, Field, SharedHead};
 use super::MAX_HEADERS;
 
 /// The fields of a chunked body's trailer section (`ChunkedDecoder` has
@@ -23,7 +23,7 @@ pub fn trailer_fields(section: &[u8]) -> Option<HeaderMap> {
         name: field.name.as_bytes(),
         value: field.value,
     });
-    header_map(fields, count).ok()
+    header_map(fields, count, &SharedHead::copy(section)).ok()
 }
 
 /// Whether `name` may be sent as a trailer field: none that frames,

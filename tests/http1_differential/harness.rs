@@ -353,7 +353,7 @@ pub fn wire_layer(input: &[u8], cuts: &[usize]) -> Outcome {
                         body: Body::Failed(None),
                         framing: Some(framing),
                     };
-                    Some((exchange, request_facts(&head).persistent, head.head_len))
+                    Some((exchange, request_facts(&head).persistent, head.bytes.len()))
                 }
                 Ok(None) => None,
                 Err(error) => {

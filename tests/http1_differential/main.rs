@@ -212,7 +212,7 @@ fn the_common_path_allocates_nothing() {
             written.extend_from_slice(piece);
         }
         let mut decoder = ChunkedDecoder::new();
-        let mut rest = &input[head.head_len..];
+        let mut rest = &input[head.bytes.len()..];
         let mut filled = 0;
         while !decoder.is_done() {
             let progress = decoder.decode(rest).unwrap();

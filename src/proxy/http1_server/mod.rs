@@ -37,7 +37,7 @@ use super::send_timeout::ClientCut;
 use crate::http1::buffers;
 use crate::http1::{
     header_map, parse_request_head, request_facts, request_framing, BodyFraming, FramingError,
-    HeadError, RequestFraming, RequestHead,
+    HeadError, RequestFraming, RequestHead, SharedHead,
 };
 use crate::metrics::{ClientProtocol, OpenConnection};
 use crate::sync::lock;
@@ -48,6 +48,12 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// The most header fields a request may have: hyper's limit, kept so that
 /// both servers refuse the same requests.
 const MOST_REQUEST_FIELDS: usize = 100;
+
+/// The fields the handler may add to a request before its upstream
+/// (`X-Forwarded-For`, `-Proto`, `-Host`, `-Port`, `X-Real-IP`,
+/// `Forwarded`, `TE`, `Upgrade` and `Connection`): its header map has
+/// room for them from the start.
+const ADDED_UPSTREAM_FIELDS: usize = 9;
 
 /// The longest target the `http` crate takes (`u16::MAX - 1`).
 const LONGEST_TARGET: usize = 65_534;
@@ -248,7 +254,7 @@ fn next<S: ClientIo>(
                             Ok(None) => return Poll::Ready(Next::HandOff),
                             Err(refusal) => return Poll::Ready(Next::Refused(refusal)),
                         };
-                        let head_len = head.head_len;
+                        let head_len = head.bytes.len();
                         wire.consume(head_len);
                         let empty = parsed.body.is_done();
                         wire.begin(number, parsed.body, parsed.expects_continue);
@@ -319,14 +325,16 @@ fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
         return Ok(None);
     }
     let method = Method::from_bytes(head.method).map_err(|_| bad)?;
-    let uri = match Uri::try_from(head.target) {
+    let shared = SharedHead::copy(head.bytes);
+    let uri = match Uri::from_maybe_shared(shared.slice(head.target)) {
         Ok(uri) => uri,
         Err(_) if head.target.len() > LONGEST_TARGET => {
             return Err(Refusal::Status(StatusCode::URI_TOO_LONG))
         }
         Err(_) => return Err(bad),
     };
-    let headers = header_map(head.fields.iter(), head.fields.len()).map_err(|_| bad)?;
+    let capacity = head.fields.len() + ADDED_UPSTREAM_FIELDS;
+    let headers = header_map(head.fields.iter(), capacity, &shared).map_err(|_| bad)?;
     let asked = Asked {
         version: version_of(head),
         head: method == Method::HEAD,
