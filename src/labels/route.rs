@@ -391,15 +391,10 @@ impl Reader<'_, '_> {
         self.check(key, parsed)
     }
 
-    /// A comma-separated list; empty items (a trailing comma) are skipped.
+    /// A comma-separated list, each item parsed; empty items (a trailing
+    /// comma) are skipped.
     fn list<T>(&mut self, key: &str, parse: impl Fn(&str) -> Result<T, String>) -> Option<Vec<T>> {
-        let text = self.raw(key)?;
-        let items: Vec<Result<T, String>> = text
-            .split(',')
-            .map(str::trim)
-            .filter(|item| !item.is_empty())
-            .map(parse)
-            .collect();
+        let items: Vec<Result<T, String>> = list_items(self.raw(key)?).map(parse).collect();
         if items.is_empty() {
             self.refuse(key, "is empty");
             return None;
@@ -425,6 +420,14 @@ impl Reader<'_, '_> {
     }
 }
 
+/// The items of a label's comma-separated list, trimmed, empty ones (a
+/// trailing comma) skipped.
+fn list_items(text: &str) -> impl Iterator<Item = &str> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+}
+
 /// Labels write every value as text, lists comma-separated.
 impl WrittenSettings for Reader<'_, '_> {
     fn is_written(&self, key: &str) -> bool {
@@ -440,14 +443,7 @@ impl WrittenSettings for Reader<'_, '_> {
     }
 
     fn list(&mut self, key: &str) -> Option<Vec<String>> {
-        let text = self.raw(key)?;
-        Some(
-            text.split(',')
-                .map(str::trim)
-                .filter(|item| !item.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        )
+        Some(list_items(self.raw(key)?).map(str::to_owned).collect())
     }
 
     fn switch_or_list(&mut self, key: &str) -> Option<SwitchOrList> {
