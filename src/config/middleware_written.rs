@@ -76,14 +76,23 @@ pub fn middlewares_json(middlewares: &Middlewares, hashes: Hashes) -> Value {
     }
     let headers = &middlewares.response_headers;
     if !headers.is_empty() {
-        let set: Map<String, Value> = (headers.set.iter())
-            .map(|(name, value)| (name.to_string(), text(value).into()))
-            .collect();
-        let remove: Vec<&str> = headers.remove.iter().map(|name| name.as_str()).collect();
-        written.insert(
-            "headers".into(),
-            json!({"response": {"set": set, "remove": remove}, "security": headers.security}),
-        );
+        // Only what is set: the file refuses an empty list.
+        let mut response = Map::new();
+        if !headers.set.is_empty() {
+            let set: Map<String, Value> = (headers.set.iter())
+                .map(|(name, value)| (name.to_string(), text(value).into()))
+                .collect();
+            response.insert("set".into(), set.into());
+        }
+        if !headers.remove.is_empty() {
+            let remove: Vec<&str> = headers.remove.iter().map(|name| name.as_str()).collect();
+            response.insert("remove".into(), remove.into());
+        }
+        let mut written_headers = json!({"security": headers.security});
+        if !response.is_empty() {
+            written_headers["response"] = response.into();
+        }
+        written.insert("headers".into(), written_headers);
     }
     if let Some(cors) = &middlewares.cors {
         let origins: Vec<String> = cors.allow_origins.iter().map(ToString::to_string).collect();
@@ -113,4 +122,62 @@ fn text(value: &HeaderValue) -> String {
 /// split back into the list's items.
 fn list(value: &HeaderValue) -> Vec<String> {
     text(value).split(", ").map(str::to_owned).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::parse_routes_file;
+
+    /// The middlewares of the routes file whose one location has `written`.
+    fn parsed(written: &Value) -> Middlewares {
+        let mut location = written.clone();
+        location["upstream"] = json!({"127.0.0.1:9000": {}});
+        let file = json!({"host": {"a.test": {"location": {"/": location}}}});
+        let hosts = parse_routes_file(&file.to_string()).unwrap_or_else(|e| panic!("{e:?}"));
+        hosts.hosts[0].locations[0].middlewares.clone()
+    }
+
+    #[test]
+    fn what_is_written_reads_back_the_same() {
+        let hash = "alice:$2y$05$abcdefghijklmnopqrstuOabcdefghijklmnopqrstuvwxyz12345";
+        let every_key = json!({
+            "ip_allow": ["10.0.0.0/8", "192.0.2.7"],
+            "rate_limit": {"average": 5, "burst": 10, "period": "1m", "by": "header:X-Api-Key"},
+            "basic_auth": {"users": [hash], "users_file": "/etc/htpasswd", "realm": "Staff"},
+            "forward_auth": {"address": "http://auth.test:9091/verify?rd=x",
+                             "response_headers": ["Remote-User"], "trust_forward_header": true},
+            "max_body_size": "10m",
+            "redirect": {"regex": "^http://www\\.(.*)", "replacement": "http://$1"},
+            "headers": {"response": {"set": {"X-Frame-Options": "DENY"}, "remove": ["Server"]},
+                        "security": true},
+            "cors": {"allow_origins": ["https://app.test", "*.example.org"],
+                     "allow_methods": ["GET", "PUT"], "allow_headers": ["X-Token"],
+                     "allow_credentials": true, "max_age": 600},
+            "compress": ["gzip", "br"]
+        });
+        let cases = [
+            every_key,
+            // Header rules with one of their lists only: no empty list is
+            // written, which the file would refuse.
+            json!({"headers": {"response": {"set": {"X-A": "1"}}}}),
+            json!({"headers": {"response": {"remove": ["Server"]}}}),
+            json!({"headers": {"security": true}}),
+            json!({}),
+        ];
+        for written in cases {
+            let middlewares = parsed(&written);
+            let again = parsed(&middlewares_json(&middlewares, Hashes::Written));
+            assert_eq!(again, middlewares, "{written}");
+        }
+    }
+
+    #[test]
+    fn a_view_names_users_and_never_shows_a_hash() {
+        let hash = "$2y$05$abcdefghijklmnopqrstuOabcdefghijklmnopqrstuvwxyz12345";
+        let users = json!({"basic_auth": {"users": [format!("alice:{hash}")]}});
+        let view = middlewares_json(&parsed(&users), Hashes::Hidden);
+        assert_eq!(view["basic_auth"]["users"], json!(["alice"]));
+        assert!(!view.to_string().contains(hash), "{view}");
+    }
 }
