@@ -86,7 +86,7 @@ async fn hosts_show_the_routes_file_shape_with_each_address_and_its_state() {
     assert_eq!(
         host["location"]["/named"]["middlewares"],
         serde_json::json!({"ip_allow": ["10.0.0.0/8"], "max_body_size": 1048576,
-            "headers": {"response": {"set": {}, "remove": []}, "security": true},
+            "headers": {"security": true},
             "compress": ["zstd", "gzip"]})
     );
     let upstream = &root["upstream"][backend.addr.to_string()];
