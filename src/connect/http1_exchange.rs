@@ -15,6 +15,7 @@
 //! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
 //! came back, the upstream had the request: it is never sent again.
 
+use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -382,6 +383,12 @@ async fn write_head<B>(
 /// go out as their pieces.
 const GATHERED_HEAD_BYTES: usize = 4096;
 
+thread_local! {
+    /// Where this thread gathers a head (no array zeroed at each write).
+    static GATHERED: RefCell<Vec<u8>> =
+        RefCell::new(Vec::with_capacity(GATHERED_HEAD_BYTES));
+}
+
 fn poll_write_head<const N: usize, B>(
     cx: &mut Context<'_>,
     connection: &mut UpstreamConnection,
@@ -401,13 +408,14 @@ fn poll_write_head<const N: usize, B>(
             return Poll::Ready(Ok(()));
         }
         let count = if total <= GATHERED_HEAD_BYTES {
-            let mut gathered = [0u8; GATHERED_HEAD_BYTES];
-            let mut end = 0;
-            for piece in pieces.iter() {
-                gathered[end..end + piece.len()].copy_from_slice(piece);
-                end += piece.len();
-            }
-            ready!(Pin::new(&mut *connection).poll_write(cx, &gathered[*written..total]))?
+            let written_now = GATHERED.with_borrow_mut(|gathered| {
+                gathered.clear();
+                for piece in pieces.iter() {
+                    gathered.extend_from_slice(piece);
+                }
+                Pin::new(&mut *connection).poll_write(cx, &gathered[*written..total])
+            });
+            ready!(written_now)?
         } else {
             IoSlice::advance_slices(&mut pieces, *written);
             ready!(Pin::new(&mut *connection).poll_write_vectored(cx, pieces))?
@@ -427,7 +435,7 @@ fn head_pieces<'a, 'w, const N: usize>(
 ) -> Result<&'w mut [IoSlice<'a>], crate::http1::HeadWriteError> {
     writer.request_line(method.as_str().as_bytes(), target.as_bytes(), 1)?;
     for (name, value) in headers {
-        writer.field(name.as_str().as_bytes(), value.as_bytes())?;
+        writer.header(name, value)?;
     }
     writer.finish()
 }

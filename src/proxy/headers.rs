@@ -20,6 +20,11 @@ static HOP_BY_HOP: [HeaderName; 7] = [
 
 /// Removes `Connection`, every header it names, and the fixed hop-by-hop set.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
+    // Most heads carry none of them: one pass over their names costs less
+    // than a lookup of each of the seven.
+    if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
+        return;
+    }
     if headers.contains_key(header::CONNECTION) {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)

@@ -21,7 +21,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use tokio::sync::watch;
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::{timeout, Instant};
 
 pub use handoff::Rewound;
 pub use wire::{ClientIo, Http1RequestBody};
@@ -110,13 +110,18 @@ pub async fn serve<S: ClientIo>(
     let mut drain = false;
     // Counted as an open HTTP/1.1 connection from its first request on.
     let mut counted: Option<OpenConnection> = None;
+    // One timer for the connection, moved later at each request: moving
+    // it later costs the timer wheel nothing until it comes due, where a
+    // timer made and dropped per request was put in and taken out.
+    let header_deadline = tokio::time::sleep(client.header_read_timeout);
+    tokio::pin!(header_deadline);
     loop {
-        let deadline = Instant::now() + client.header_read_timeout;
+        (header_deadline.as_mut()).reset(Instant::now() + client.header_read_timeout);
         let first = number == 0;
         let next = loop {
             tokio::select! {
                 next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
-                () = sleep_until(deadline) => break None,
+                () = &mut header_deadline => break None,
                 _ = draining.changed(), if !drain => {
                     drain = true;
                     if lock(&wire).buffered().is_empty() {
@@ -193,12 +198,14 @@ async fn exchange<S: ClientIo>(
     mut asked: Asked,
     draining: &mut watch::Receiver<()>,
 ) -> std::io::Result<bool> {
-    let answered = handle(
+    // Pinned where they are, so that `until_gone` is handed a pointer,
+    // not a copy of the whole (large) future.
+    let answered = std::pin::pin!(handle(
         client.state.clone(),
         client.peer.clone(),
         client.cut.clone(),
         request,
-    );
+    ));
     let response = match until_gone(wire, answered).await? {
         Ok(response) => response,
         Err(never) => match never {},
@@ -208,7 +215,8 @@ async fn exchange<S: ClientIo>(
     // No body of the request is left once the handler is done with it.
     let alone = Arc::strong_count(wire) == 1;
     asked.persistent &= lock(wire).settle(alone);
-    until_gone(wire, response::write(wire, response, asked)).await?
+    let written = std::pin::pin!(response::write(wire, response, asked));
+    until_gone(wire, written).await?
 }
 
 /// Runs `work` (answering a request) unless the client goes away first,
