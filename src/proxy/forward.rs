@@ -396,13 +396,7 @@ async fn before_upstream(
     };
     let mut allowed = None;
     if let Some(auth) = &guarded.forward_auth {
-        let asking = forward_auth::Asking {
-            method: facts.method,
-            uri: facts.uri,
-            host: facts.host,
-            headers: facts.headers,
-        };
-        let asked = forward_auth::ask(&state.client, state.upstream_timeout, peer, auth, &asking);
+        let asked = forward_auth::ask(&state.client, state.upstream_timeout, peer, auth, facts);
         match asked.await? {
             AuthAnswer::Allowed(headers) => allowed = Some(headers),
             AuthAnswer::Denied(answer) => {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use http::header::{self, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
-use http::{HeaderMap, Method, Response, Uri};
+use http::{HeaderMap, Method, Response};
 
 use super::answer::plain_answer;
 use super::attempt::Head;
@@ -24,18 +24,11 @@ use super::headers;
 use super::request_body::UpstreamBody;
 use crate::config::middleware::ForwardAuth;
 use crate::connect::UpstreamClient;
+use crate::middleware::RequestFacts;
 use crate::routes::ForwardAuthRoute;
 
 const X_FORWARDED_METHOD: HeaderName = HeaderName::from_static("x-forwarded-method");
 const X_FORWARDED_URI: HeaderName = HeaderName::from_static("x-forwarded-uri");
-
-/// What the request is, as the auth service is told.
-pub struct Asking<'a> {
-    pub method: &'a Method,
-    pub uri: &'a Uri,
-    pub host: &'a HeaderValue,
-    pub headers: &'a HeaderMap,
-}
 
 /// The auth service's verdict. Held only until it is matched.
 #[allow(clippy::large_enum_variant)]
@@ -53,7 +46,7 @@ pub async fn ask(
     timeout: Duration,
     peer: &PeerInfo,
     auth: &ForwardAuthRoute,
-    asking: &Asking<'_>,
+    asking: &RequestFacts<'_>,
 ) -> Result<AuthAnswer, ProxyError> {
     let Some(endpoint) = auth.upstreams.pick(&[]) else {
         let cause = format!("no address for {}", auth.settings.target);
@@ -61,9 +54,8 @@ pub async fn ask(
     };
     let head = Head {
         method: Method::GET,
-        path: PathAndQuery::try_from(auth.settings.path.as_str())
-            .unwrap_or_else(|_| PathAndQuery::from_static("/")),
-        headers: auth_request_headers(&auth.settings, peer, asking),
+        path: auth.path.clone(),
+        headers: auth_request_headers(auth, peer, asking),
     };
     let request = head.request_to(&endpoint, UpstreamBody::Empty);
     let in_flight = endpoint.state.start_request();
@@ -101,7 +93,11 @@ pub async fn ask(
 /// `-Proto`, `-Host`, `Forwarded`, `X-Real-IP`: a peer's claims kept only
 /// from `--trusted-proxies`), and what the request was (`X-Forwarded-Method`
 /// and `-Uri`: a trusted peer's own kept only with `trust_forward_header`).
-fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>) -> HeaderMap {
+fn auth_request_headers(
+    auth: &ForwardAuthRoute,
+    peer: &PeerInfo,
+    asking: &RequestFacts<'_>,
+) -> HeaderMap {
     let mut sent = asking.headers.clone();
     headers::remove_hop_by_hop(&mut sent);
     for name in [
@@ -112,7 +108,7 @@ fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>
         sent.remove(name);
     }
     set_client_identity(&mut sent, peer, Some(asking.host), peer.scheme.as_str());
-    let keep_claims = auth.trust_forward_header && peer.is_trusted();
+    let keep_claims = auth.settings.trust_forward_header && peer.is_trusted();
     let uri = asking
         .uri
         .path_and_query()
@@ -132,8 +128,8 @@ fn auth_request_headers(auth: &ForwardAuth, peer: &PeerInfo, asking: &Asking<'_>
             sent.insert(name, value);
         }
     }
-    if let Ok(host) = HeaderValue::from_str(&auth.authority) {
-        sent.insert(header::HOST, host);
+    if let Some(host) = &auth.host {
+        sent.insert(header::HOST, host.clone());
     }
     sent
 }

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, OnceLock};
 
+use http::uri::PathAndQuery;
 use http::HeaderValue;
 
 use crate::config::{
@@ -15,11 +16,16 @@ use crate::metrics::{LocationCounters, Metrics};
 use crate::middleware::{LimitersBuild, LocationMiddlewares};
 use crate::upstream::{CheckSettings, EndpointInputs, UpstreamSet};
 
-/// A location's auth service: its setting, and its endpoints, resolved,
-/// pooled and checked like any upstream's.
+/// A location's auth service: its setting, its endpoints, resolved,
+/// pooled and checked like any upstream's, and its request's path and
+/// `Host`, made once here rather than at each request.
 pub struct ForwardAuthRoute {
     pub settings: ForwardAuth,
     pub upstreams: UpstreamSet,
+    pub path: PathAndQuery,
+    /// `None` if the authority written is no header value (then the
+    /// request keeps the `Host` it had).
+    pub host: Option<HeaderValue>,
 }
 
 /// What a table is built from besides the desired hosts: what the
@@ -226,6 +232,9 @@ fn build_location(
                     &context.endpoints,
                     &name,
                 ),
+                path: PathAndQuery::try_from(auth.path.as_str())
+                    .unwrap_or_else(|_| PathAndQuery::from_static("/")),
+                host: HeaderValue::from_str(&auth.authority).ok(),
                 settings: auth.clone(),
             })
         }),
