@@ -28,6 +28,8 @@ struct Hosts {
     www: String,
     /// `dockhand.routes.zip.*`: answers compressed with gzip.
     zip: String,
+    /// `dockhand.routes.limited.*`: two requests a minute per API key.
+    limited: String,
 }
 
 impl Hosts {
@@ -37,6 +39,7 @@ impl Hosts {
             private: run.host("private"),
             www: format!("www.{app}"),
             zip: run.host("zip"),
+            limited: run.host("limited"),
             app,
         }
     }
@@ -71,6 +74,11 @@ fn labelled_backend(run: &TestRun, network: &Network, hosts: &Hosts) -> Containe
         .label("dockhand.routes.www.redirect.permanent", "true")
         .label("dockhand.routes.zip.host", &hosts.zip)
         .label("dockhand.routes.zip.compress", "gzip")
+        .label("dockhand.routes.limited.host", &hosts.limited)
+        .label("dockhand.routes.limited.rate_limit.average", "1")
+        .label("dockhand.routes.limited.rate_limit.burst", "2")
+        .label("dockhand.routes.limited.rate_limit.period", "1m")
+        .label("dockhand.routes.limited.rate_limit.by", "header:X-Api-Key")
         .run()
 }
 
@@ -222,6 +230,20 @@ fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
     assert_eq!(response.status, 200, "{response:?}");
     assert_eq!(response.header("access-control-allow-origin"), None);
 
+    // Two requests a minute per API key: the third is refused, another
+    // key has its own bucket.
+    let key = [("x-api-key", "one")];
+    for _ in 0..2 {
+        let response = send(dockhand.addr, "GET", &hosts.limited, &key, b"");
+        assert_eq!(response.status, 200, "{response:?}");
+    }
+    let response = send(dockhand.addr, "GET", &hosts.limited, &key, b"");
+    assert_refused(&response, 429, "rate_limited");
+    assert_eq!(response.header("retry-after"), Some("60"));
+    let other_key = [("x-api-key", "two")];
+    let response = send(dockhand.addr, "GET", &hosts.limited, &other_key, b"");
+    assert_eq!(response.status, 200, "{response:?}");
+
     // A browser's Accept-Encoding; the label allows gzip only. The padding
     // makes the backend's echo of the request larger than the 1 KiB floor.
     let padding = "a".repeat(2048);
@@ -276,6 +298,11 @@ fn middleware_labels_act_on_requests_and_show_in_the_admin_api() {
         json!({"ip_allow": ["192.0.2.0/24"]})
     );
     assert_eq!(middlewares(&hosts.zip), json!({"compress": ["gzip"]}));
+    assert_eq!(
+        middlewares(&hosts.limited),
+        json!({"rate_limit": {"average": 1, "burst": 2, "period": "60000ms",
+                              "by": "header:x-api-key"}})
+    );
     assert_eq!(
         middlewares(&hosts.www),
         json!({"redirect": {"regex": r"^http://www\.(.*)", "replacement": "http://$1",
