@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, ReadBuf, ReadHalf, WriteHalf};
 use super::connection::UpstreamConnection;
 use super::http1_exchange::{check_in, ExchangeError};
 use crate::http1::buffers::LentBuffer;
-use crate::http1::{trailer_fields, BodyFraming, ResponseFraming};
+use crate::http1::{arena, trailer_fields, BodyFraming, ResponseFraming};
 
 /// A response body read from its upstream connection, which goes back to
 /// this thread's pool once the body has ended (if it can carry another
@@ -172,7 +172,7 @@ impl Http1Body {
             ));
         }
         let (data, consumed) = (taken.data, taken.consumed);
-        let bytes = Bytes::copy_from_slice(&buffer[data]);
+        let bytes = arena::copy(&buffer[data]);
         buffer.consume(consumed);
         if done {
             self.finish();

@@ -37,6 +37,7 @@ use super::http1_body::{Http1Body, RestOfBody, Source};
 use super::idle_pool::{IdleLimits, IdlePool};
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
+use crate::http1::header_maps;
 use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
     response_persistent, ResponseFraming, SharedHead, MAX_HEADERS,
@@ -211,7 +212,10 @@ where
             {
                 tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
             }
-            result => return result,
+            result => {
+                header_maps::give_back(std::mem::take(request.headers_mut()));
+                return result;
+            }
         }
     }
 }

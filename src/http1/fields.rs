@@ -8,7 +8,7 @@ use std::fmt;
 
 use bytes::Bytes;
 
-use super::MAX_HEADERS;
+use super::{arena, header_maps, MAX_HEADERS};
 
 /// One field line: its name and its value (without surrounding whitespace),
 /// both slices of the buffer the head was parsed from.
@@ -149,8 +149,7 @@ pub struct InvalidField;
 /// One copy of a head's bytes, which the values taken from it share: a
 /// header value (or a request's target) is a slice of the copy, so a head
 /// costs one copy, not one per field, and cloning a value later costs no
-/// allocation either (a copy of its own would be promoted to a shared
-/// one at its first clone).
+/// allocation either. The copy is cut from the thread's `arena`.
 pub struct SharedHead<'a> {
     source: &'a [u8],
     copy: Bytes,
@@ -161,31 +160,32 @@ impl<'a> SharedHead<'a> {
     pub fn copy(source: &'a [u8]) -> SharedHead<'a> {
         SharedHead {
             source,
-            copy: Bytes::copy_from_slice(source),
+            copy: arena::copy(source),
         }
     }
 
-    /// The copy of `part`, a slice of the source (the first such slice
-    /// makes the copy shared; the others only count a reference). A part
-    /// from elsewhere is copied on its own, never read out of bounds.
+    /// The copy of `part`, a slice of the source (it only counts a
+    /// reference). A part from elsewhere is copied on its own, never read
+    /// out of bounds.
     pub fn slice(&self, part: &[u8]) -> Bytes {
         let start = (part.as_ptr() as usize).wrapping_sub(self.source.as_ptr() as usize);
         match start.checked_add(part.len()) {
             Some(end) if end <= self.source.len() => self.copy.slice(start..end),
-            _ => Bytes::copy_from_slice(part),
+            _ => arena::copy(part),
         }
     }
 }
 
 /// `fields`, slices of `head`, as an `http` header map in their order
 /// (repeats appended), with room for `capacity` fields in all (those its
-/// user adds too, so that the map is not grown per request).
+/// user adds too, so that the map is not grown per request): one of the
+/// thread's kept maps (`header_maps`).
 pub fn header_map<'a>(
     fields: impl Iterator<Item = Field<'a>>,
     capacity: usize,
     head: &SharedHead<'_>,
 ) -> Result<http::HeaderMap, InvalidField> {
-    let mut headers = http::HeaderMap::with_capacity(capacity);
+    let mut headers = header_maps::take(capacity);
     for field in fields {
         let name = http::HeaderName::from_bytes(field.name).map_err(|_| InvalidField)?;
         let value = http::HeaderValue::from_maybe_shared(head.slice(field.value))

@@ -5,20 +5,24 @@
 //! message's body is framed and what its head says of the connection
 //! (`framing`), where a body's data lies (`body`, with the chunked decoder
 //! of `chunked`), and heads written
-//! from pieces for one `writev` (`head_writer`); and the read buffers a
-//! worker thread lends its connections while bytes are in flight (`buffers`).
+//! from pieces for one `writev` (`head_writer`); the read buffers a
+//! worker thread lends its connections while bytes are in flight
+//! (`buffers`), the buffer it cuts a request's small copies from
+//! (`arena`) and the header maps it keeps for its requests (`header_maps`).
 //!
 //! Nothing here knows routing, sockets or hyper: the connection loop that
 //! reads, routes and forwards is built on these parts. Every parser is
 //! incremental (a prefix is "incomplete", never an error it would not be
 //! with the rest) and bounded, and none panics on any input.
 
+pub mod arena;
 pub mod body;
 pub mod buffers;
 pub mod chunked;
 pub mod fields;
 pub mod framing;
 pub mod head_writer;
+pub mod header_maps;
 pub mod request_head;
 pub mod response_head;
 pub mod trailers;

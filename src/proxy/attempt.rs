@@ -19,6 +19,7 @@ use super::rewrite::rewrite_path;
 use super::upgrade;
 use crate::config::Retry;
 use crate::connect::authority_is_address;
+use crate::http1::header_maps;
 use crate::metrics::LocationCounters;
 use crate::routes::Location;
 use crate::upstream::{Endpoint, Transport};
@@ -94,13 +95,20 @@ pub(super) struct Head {
     pub(super) headers: HeaderMap,
 }
 
+/// The client's header map is kept for the thread's next request.
+impl Drop for Head {
+    fn drop(&mut self) {
+        header_maps::give_back(std::mem::take(&mut self.headers));
+    }
+}
+
 impl Head {
     pub(super) fn request_to(
         &self,
         endpoint: &Endpoint,
         body: UpstreamBody,
     ) -> Request<UpstreamBody> {
-        let mut headers = self.headers.clone();
+        let mut headers = header_maps::copy_of(&self.headers, endpoint.config.headers_add.len());
         for (name, value) in &endpoint.config.headers_add {
             headers.insert(name.clone(), value.clone());
         }

@@ -8,13 +8,15 @@
 //!
 //! This runs for every request: what depends only on the connection is built
 //! once per connection (`PeerInfo`), and a value built per request is written
-//! into one allocation of its exact size.
+//! once, into the thread's buffer of small copies (`http1::arena`).
 
 use std::net::{IpAddr, SocketAddr};
 
-use bytes::Bytes;
+use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
+
+use crate::http1::arena;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -245,7 +247,7 @@ impl ForwardedElement<'_> {
         Self::FOR.len() + self.node.len() + Self::PROTO.len() + self.proto.len() + host
     }
 
-    fn write(&self, out: &mut Vec<u8>) {
+    fn write(&self, out: &mut BytesMut) {
         out.extend_from_slice(Self::FOR);
         out.extend_from_slice(self.node.as_bytes());
         out.extend_from_slice(Self::PROTO);
@@ -270,19 +272,19 @@ fn parameter_len(raw: &[u8]) -> usize {
 /// else as a quoted-string (a host with a port, an IPv6 host) with `"` and
 /// `\` escaped. Header value bytes are all allowed in a quoted-string
 /// otherwise (RFC 7230 §3.2.6).
-fn write_parameter(raw: &[u8], out: &mut Vec<u8>) {
+fn write_parameter(raw: &[u8], out: &mut BytesMut) {
     if is_token(raw) {
         out.extend_from_slice(raw);
         return;
     }
-    out.push(b'"');
+    out.put_u8(b'"');
     for &byte in raw {
         if needs_escape(byte) {
-            out.push(b'\\');
+            out.put_u8(b'\\');
         }
-        out.push(byte);
+        out.put_u8(byte);
     }
-    out.push(b'"');
+    out.put_u8(b'"');
 }
 
 fn needs_escape(byte: u8) -> bool {
@@ -304,7 +306,7 @@ fn appended(
     headers: &HeaderMap,
     name: &HeaderName,
     element_len: usize,
-    write: impl FnOnce(&mut Vec<u8>),
+    write: impl FnOnce(&mut BytesMut),
 ) -> Option<HeaderValue> {
     let earlier = || {
         headers
@@ -324,19 +326,18 @@ fn appended(
     })
 }
 
-/// A header value that `write` writes in `len` bytes, in one allocation of
-/// that size (a `Vec` that is full becomes `Bytes` without copying). None
-/// only if `write` wrote bytes a header can't hold, which the callers never
-/// do: their bytes come from header values and from dockhand.
-fn build_value(len: usize, write: impl FnOnce(&mut Vec<u8>)) -> Option<HeaderValue> {
-    let mut value = Vec::with_capacity(len);
-    write(&mut value);
+/// A header value that `write` writes in `len` bytes, cut from the
+/// thread's `arena`. None only if `write` wrote bytes a header can't hold,
+/// which the callers never do: their bytes come from header values and
+/// from dockhand.
+fn build_value(len: usize, write: impl FnOnce(&mut BytesMut)) -> Option<HeaderValue> {
+    let value = arena::written(len, write);
     debug_assert_eq!(
         value.len(),
         len,
         "the length computed is the length written"
     );
-    HeaderValue::from_maybe_shared(Bytes::from(value)).ok()
+    HeaderValue::from_maybe_shared(value).ok()
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use super::date;
 use super::wire::{poll_io, ClientIo, SharedWire};
 use crate::http1::fields::list_items;
-use crate::http1::{last_chunk, may_be_trailer, Decimal};
+use crate::http1::{header_maps, last_chunk, may_be_trailer, Decimal};
 use crate::proxy::body::ProxyBody;
 use crate::sync::lock;
 
@@ -62,6 +62,7 @@ pub(super) async fn write<S: ClientIo>(
     head.extend_from_slice(lock(wire).answer());
     write_head(&mut head, &parts, framing, asked, persistent);
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
+    header_maps::give_back(parts.headers);
     HEAD.with(|kept| {
         let mut kept = kept.borrow_mut();
         if head.capacity() <= 16 * 1024 && kept.capacity() < head.capacity() {

@@ -15,7 +15,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::http1::buffers::{self, HeadTooLarge, LentBuffer};
-use crate::http1::{trailer_fields, BodyFraming, ChunkedError};
+use crate::http1::{arena, trailer_fields, BodyFraming, ChunkedError};
 use crate::sync::lock;
 
 /// What a client connection may be: its socket, or the TLS stream over it.
@@ -273,7 +273,7 @@ impl<S: ClientIo> Wire<S> {
             return Ok(None);
         };
         let taken = self.body.take(buffer).map_err(RequestBodyError::Chunked)?;
-        let data = (!taken.data.is_empty()).then(|| Bytes::copy_from_slice(&buffer[taken.data]));
+        let data = (!taken.data.is_empty()).then(|| arena::copy(&buffer[taken.data]));
         self.consume(taken.consumed);
         if let Some(data) = data {
             if self.body.ended() && self.body.trailers().is_empty() {
