@@ -135,9 +135,9 @@ where
         }
     }
 
-    /// Sends `request` to `endpoint`. The future is small whichever client
-    /// sends: hyper's server keeps room for a request's whole future for
-    /// as long as its client's connection lasts.
+    /// Sends `request` to `endpoint`. The own HTTP/1.1 exchange's future is
+    /// part of this one, not boxed apart: a request's whole future is
+    /// boxed once by the server that answers it.
     pub fn send(
         &self,
         endpoint: &Endpoint,
@@ -161,10 +161,10 @@ where
                 {
                     let connector = self.http1_connector.clone();
                     let address = *address;
-                    return Either::Left(Box::pin(async move {
+                    return Either::Left(async move {
                         let response = exchange(&connector, address, request).await?;
                         Ok(response.map(UpstreamIncoming::Http1))
-                    }));
+                    });
                 }
                 _ => self.http1.clone(),
             }
