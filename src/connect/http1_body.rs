@@ -19,7 +19,8 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, ReadBuf, ReadHalf, WriteHalf};
 
 use super::connection::UpstreamConnection;
-use super::http1_exchange::{check_in, ExchangeError};
+use super::error::ExchangeError;
+use super::thread_pool::check_in;
 use crate::http1::buffers::LentBuffer;
 use crate::http1::{arena, trailer_fields, BodyFraming, ResponseFraming};
 

@@ -19,9 +19,7 @@ use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -32,9 +30,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::connection::UpstreamConnection;
 use super::dial::Connector;
-use super::error::{BoxError as Cause, ConnectError};
+use super::error::{BoxError as Cause, ExchangeError};
 use super::http1_body::{Http1Body, RestOfBody, Source};
-use super::idle_pool::{IdleLimits, IdlePool};
+use super::thread_pool::check_out;
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::header_maps;
@@ -42,28 +40,11 @@ use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
     response_persistent, ResponseFraming, SharedHead, MAX_HEADERS,
 };
-use crate::sync::lock;
 
 /// The fields dockhand may add to a response before its client
 /// (`Strict-Transport-Security`, a location's response rules, `Vary`):
 /// its header map has room for a few from the start.
 const ADDED_RESPONSE_FIELDS: usize = 4;
-
-/// How the pool keeps connections: as long as hyper's pool did, and as many
-/// per address as requests to it are in flight at once up to a bound on
-/// descriptors. Fewer than the requests in flight would close and open
-/// connections on every cycle: with 256 at 500 clients, a sixth less
-/// throughput in the benchmark.
-const IDLE_LIMITS: IdleLimits = IdleLimits {
-    idle_timeout: Duration::from_secs(90),
-    most_per_key: 4096,
-};
-
-/// How often a thread's idle connections are looked at while it keeps
-/// some: those whose upstream closed them, or whose address left the
-/// routes (`UpstreamConnection` reads as closed then), or that were idle
-/// too long, are closed within this.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Header fields of a request head sent upstream, the client's (the hyper
 /// server takes at most 100) and dockhand's own.
@@ -71,104 +52,6 @@ const MOST_FIELDS: usize = MAX_HEADERS + 32;
 
 /// The fields of a usual request head: its pieces take 2 KiB of stack.
 const USUAL_FIELDS: usize = 32;
-
-thread_local! {
-    /// Shared with the thread's sweeper only, which holds it: a task of a
-    /// multi-thread runtime may be woken on another thread than the one
-    /// that spawned it, and must still sweep this pool (the lock is never
-    /// contended but by a sweep, once a second).
-    static IDLE: Arc<Mutex<ThreadPool>> = Arc::new(Mutex::new(ThreadPool {
-        idle: IdlePool::new(IDLE_LIMITS),
-        sweeping: false,
-    }));
-}
-
-/// A worker thread's idle connections, and whether its sweeper runs.
-struct ThreadPool {
-    idle: IdlePool<SocketAddr, UpstreamConnection>,
-    sweeping: bool,
-}
-
-fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
-    IDLE.with(|pool| lock(pool).idle.check_out(&address, Instant::now()))
-}
-
-/// Keeps `connection`, and starts the thread's sweeper if it is not running.
-/// The sweeper is a task of the worker's own runtime that sweeps this
-/// thread's pool (wherever it runs); it ends when nothing is kept, so an
-/// idle worker has none.
-pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
-    let start_sweeper = IDLE.with(|pool| {
-        let mut kept = lock(pool);
-        kept.idle.check_in(address, connection, Instant::now());
-        (!std::mem::replace(&mut kept.sweeping, true)).then(|| pool.clone())
-    });
-    if let Some(pool) = start_sweeper {
-        tokio::spawn(sweep_while_kept(pool));
-    }
-}
-
-async fn sweep_while_kept(pool: Arc<Mutex<ThreadPool>>) {
-    loop {
-        tokio::time::sleep(SWEEP_INTERVAL).await;
-        let done = {
-            let mut pool = lock(&pool);
-            let done = pool.idle.sweep(Instant::now()) == 0;
-            pool.sweeping = !done;
-            done
-        };
-        if done {
-            return;
-        }
-    }
-}
-
-/// Why an exchange failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ExchangeError {
-    #[error(transparent)]
-    Connect(#[from] ConnectError),
-    /// Writing the request failed: the connection broke.
-    #[error("writing the request: {0}")]
-    Write(#[source] io::Error),
-    /// The upstream closed the connection before a whole response head.
-    #[error("the upstream closed the connection before a response head")]
-    Closed,
-    /// Reading the answer failed (a reset) before any byte of it came.
-    #[error("reading the response head: {0}")]
-    Read(#[source] io::Error),
-    /// The connection ended (closed or reset) part way through an answer
-    /// (a head begun, or an interim `1xx` given): the upstream had the
-    /// request, so this is not a kept connection found dead.
-    #[error("the upstream's answer ended before a whole response head: {0}")]
-    CutAnswer(#[source] io::Error),
-    #[error(
-        "the response head is larger than {} bytes",
-        crate::http1::MAX_HEAD_BYTES
-    )]
-    HeadTooLarge,
-    /// What came back is not an HTTP/1.x response head.
-    #[error("invalid HTTP response: {0}")]
-    NotHttp(Cause),
-    /// The request body could not be read (the client's fault) or did not
-    /// match its length.
-    #[error("the request body")]
-    Body(#[source] Cause),
-}
-
-impl ExchangeError {
-    /// Whether a bodyless request may be sent again on a new connection
-    /// after this error on a kept one (which the upstream may have closed
-    /// while it was kept): nothing at all came back, and either the request
-    /// could not be written or `method` is idempotent (RFC 9110 §9.2.2).
-    fn allows_resending(&self, method: &Method) -> bool {
-        match self {
-            ExchangeError::Write(_) => true,
-            ExchangeError::Closed | ExchangeError::Read(_) => method.is_idempotent(),
-            _ => false,
-        }
-    }
-}
 
 /// How the request body is framed on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

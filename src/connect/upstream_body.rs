@@ -13,8 +13,8 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 
 use super::error::BoxError as Cause;
+use super::error::ExchangeError;
 use super::http1_body::Http1Body;
-use super::http1_exchange::ExchangeError;
 
 pub type UpstreamResponse = Response<UpstreamIncoming>;
 

@@ -26,8 +26,11 @@ thread_local! {
     static SPARE: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
 
-/// A copy of `bytes`.
+/// A copy of `bytes` (none is made of nothing, which would keep a buffer).
 pub fn copy(bytes: &[u8]) -> Bytes {
+    if bytes.is_empty() {
+        return Bytes::new();
+    }
     written(bytes.len(), |out| out.extend_from_slice(bytes))
 }
 

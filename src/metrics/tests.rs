@@ -63,6 +63,35 @@ fn a_request_counts_under_its_host_pattern_location_and_status() {
 }
 
 #[test]
+fn every_status_is_counted_past_those_kept_at_hand_and_across_a_rebuild() {
+    let metrics = Metrics::default();
+    let location = metrics.location("a.test".into(), "/".into());
+    let statuses = [200, 404, 200, 500, 502, 503, 504, 200, 504, 301];
+    for status in statuses {
+        location.count(status, Duration::from_millis(1), 0);
+    }
+    // A new route table's handles for the same location add to its series.
+    let rebuilt = metrics.location("a.test".into(), "/".into());
+    rebuilt.count(504, Duration::from_millis(1), 0);
+    rebuilt.count(200, Duration::from_millis(1), 0);
+    let text = metrics.render(&());
+    for (code, count) in [
+        (200, 4),
+        (404, 1),
+        (500, 1),
+        (502, 1),
+        (503, 1),
+        (504, 3),
+        (301, 1),
+    ] {
+        let line = format!(
+            r#"dockhand_requests_total{{host="a.test",location="/",code="{code}"}} {count}"#
+        );
+        assert!(has_line(&text, &line), "{line} not in:\n{text}");
+    }
+}
+
+#[test]
 fn error_reasons_and_srv_results_are_shown_at_zero_before_any() {
     let metrics = Metrics::new(&["no_host", "connect_refused"]);
     metrics.error("connect_refused");

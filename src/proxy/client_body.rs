@@ -11,7 +11,9 @@ use http_body_util::Either;
 use hyper::body::Incoming;
 
 use super::error::{Cause, ErrorKind, ProxyError};
-use super::http1_server::Http1RequestBody;
+// From the server's wire layer, not the server: the server calls the
+// handler that takes this body, and would be imported back.
+use super::http1_server::wire::Http1RequestBody;
 use super::stall::{StallErrors, StallLimited};
 
 pub type ClientStream = StallLimited<ClientIncoming, ClientBodyError>;

@@ -12,7 +12,7 @@
 mod date;
 mod handoff;
 mod response;
-mod wire;
+pub(super) mod wire;
 
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
@@ -24,10 +24,10 @@ use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 
 pub use handoff::Rewound;
-pub use wire::{ClientIo, Http1RequestBody};
+pub use wire::ClientIo;
 
 use self::response::Asked;
-use self::wire::{poll_io, SharedWire, Wire};
+use self::wire::{poll_io, Http1RequestBody, SharedWire, Wire};
 use super::body::ProxyBody;
 use super::client_body::ClientIncoming;
 use super::client_identity::PeerInfo;
@@ -115,6 +115,16 @@ pub async fn serve<S: ClientIo>(
     // timer made and dropped per request was put in and taken out.
     let header_deadline = tokio::time::sleep(client.header_read_timeout);
     tokio::pin!(header_deadline);
+    // One wait for the drain for the connection, for the same reason: a
+    // wait made per request registered with the sender, and left, each time.
+    let drained = {
+        let mut draining = draining.clone();
+        async move {
+            // The sender gone (`Err`) is a drain too.
+            let _ = draining.changed().await;
+        }
+    };
+    tokio::pin!(drained);
     loop {
         (header_deadline.as_mut()).reset(Instant::now() + client.header_read_timeout);
         let first = number == 0;
@@ -122,7 +132,7 @@ pub async fn serve<S: ClientIo>(
             tokio::select! {
                 next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
                 () = &mut header_deadline => break None,
-                _ = draining.changed(), if !drain => {
+                () = &mut drained, if !drain => {
                     drain = true;
                     if lock(&wire).buffered().is_empty() {
                         break None;
