@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 
 use crate::protocols::{echo_round_trip, websocket_echo, websocket_through};
 use crate::support::*;
+use dockhand::settings::Settings;
 
 #[tokio::test]
 async fn a_reload_keeps_websockets_idle_connections_and_requests_in_flight() {
@@ -204,6 +205,39 @@ async fn shutdown_stops_accepting_and_run_returns() {
     assert_eq!(get(addr, "example.com", "/").await.status, 200);
     proxy.stop().await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+}
+
+/// An idle keep-alive connection is closed as soon as the server drains,
+/// not when the shutdown timeout or its header-read timeout runs out
+/// (both set far longer than the test waits).
+#[tokio::test]
+async fn a_drain_closes_an_idle_keep_alive_connection_at_once() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let backend = Backend::echo("a").await;
+    let settings = Settings {
+        shutdown_timeout: Duration::from_secs(60),
+        header_read_timeout: Duration::from_secs(60),
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", backend.addr), settings).await;
+    let mut idle = TcpStream::connect(proxy.addr).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n")
+        .await
+        .unwrap();
+    let mut read = Vec::new();
+    while message_len(&read).is_none() {
+        let mut chunk = [0; 4096];
+        let count = idle.read(&mut chunk).await.unwrap();
+        assert_ne!(count, 0, "closed before its answer");
+        read.extend_from_slice(&chunk[..count]);
+    }
+    assert!(read.starts_with(b"HTTP/1.1 200"));
+
+    let stopped = tokio::time::timeout(Duration::from_secs(20), proxy.stop()).await;
+    assert!(stopped.is_ok(), "the drain waited for the idle connection");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut rest)).await;
+    assert!(matches!(closed, Ok(Ok(0))), "not closed: {closed:?}");
 }
 
 #[tokio::test]
