@@ -46,6 +46,8 @@ struct ThreadPool {
     sweeping: bool,
 }
 
+/// An idle connection to `address` kept by this thread, if any (the one
+/// kept last: the likeliest to be still open).
 pub(super) fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
     IDLE.with(|pool| lock(pool).idle.check_out(&address, Instant::now()))
 }
