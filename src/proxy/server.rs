@@ -192,7 +192,7 @@ impl Connections {
     async fn serve_first<S: ClientIo>(
         self: Arc<Self>,
         io: S,
-        mut client: Client,
+        client: Client,
         prior_knowledge: bool,
     ) {
         // hyper's server is boxed on both paths: an idle connection's task
@@ -206,7 +206,7 @@ impl Connections {
             cut: client.cut.clone(),
             header_read_timeout: self.header_read_timeout,
         };
-        match http1_server::serve(io, &own, &mut client.draining, prior_knowledge).await {
+        match http1_server::serve(io, &own, &client.draining, prior_knowledge).await {
             Ended::Closed => {}
             Ended::HandOff(rewound) => Box::pin(self.serve(rewound, client)).await,
         }

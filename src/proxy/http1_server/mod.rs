@@ -102,7 +102,7 @@ enum Refusal {
 pub async fn serve<S: ClientIo>(
     io: S,
     client: &Http1Client,
-    draining: &mut watch::Receiver<()>,
+    draining: &watch::Receiver<()>,
     prior_knowledge: bool,
 ) -> Ended<S> {
     let wire = Wire::shared(io);
@@ -206,7 +206,7 @@ async fn exchange<S: ClientIo>(
     wire: &SharedWire<S>,
     request: Request<ClientIncoming>,
     mut asked: Asked,
-    draining: &mut watch::Receiver<()>,
+    draining: &watch::Receiver<()>,
 ) -> std::io::Result<bool> {
     // Pinned where they are, so that `until_gone` is handed a pointer,
     // not a copy of the whole (large) future.
