@@ -38,7 +38,7 @@ use crate::http1::head_writer::{pieces_for, HeadWriter};
 use crate::http1::header_maps;
 use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
-    response_persistent, ResponseFraming, SharedHead, MAX_HEADERS,
+    response_persistent, FieldSlots, ResponseFraming, SharedHead, MAX_HEADERS,
 };
 
 /// The fields dockhand may add to a response before its client
@@ -508,7 +508,8 @@ fn parse(
     buffer: &[u8],
     method: &'static [u8],
 ) -> Result<Option<(Option<ParsedHead>, usize)>, ExchangeError> {
-    let head = match parse_response_head(buffer) {
+    let mut slots = FieldSlots::new();
+    let head = match parse_response_head(buffer, &mut slots) {
         Ok(Some(head)) => head,
         Ok(None) => return Ok(None),
         Err(error) if error.is_too_large() => return Err(ExchangeError::HeadTooLarge),

@@ -5,6 +5,7 @@
 //! their head (`SharedHead`) rather than one copy each.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 
@@ -29,31 +30,46 @@ impl fmt::Debug for Field<'_> {
     }
 }
 
+/// Room for the field lines of one head, for a parse to fill in. The caller
+/// keeps it where the head is parsed, so a parsed head borrows its fields
+/// rather than carrying (and moving) the 4 KiB of slots; left uninitialised,
+/// it costs nothing until a parse writes the fields a head has.
+pub struct FieldSlots<'a>(pub(super) [MaybeUninit<httparse::Header<'a>>; MAX_HEADERS]);
+
+impl FieldSlots<'_> {
+    pub fn new() -> Self {
+        FieldSlots([const { MaybeUninit::uninit() }; MAX_HEADERS])
+    }
+}
+
+impl Default for FieldSlots<'_> {
+    fn default() -> Self {
+        FieldSlots::new()
+    }
+}
+
 /// The field lines of one head, in the order they came.
+#[derive(Clone, Copy)]
 pub struct Fields<'a> {
-    parsed: [httparse::Header<'a>; MAX_HEADERS],
-    len: usize,
+    parsed: &'a [httparse::Header<'a>],
 }
 
 impl<'a> Fields<'a> {
-    /// The first `len` of `parsed`, as `httparse` filled them in.
-    pub(super) fn new(parsed: [httparse::Header<'a>; MAX_HEADERS], len: usize) -> Self {
-        Fields {
-            parsed,
-            len: len.min(MAX_HEADERS),
-        }
+    /// The fields `httparse` filled in.
+    pub(super) fn new(parsed: &'a [httparse::Header<'a>]) -> Self {
+        Fields { parsed }
     }
 
     pub fn len(&self) -> usize {
-        self.len
+        self.parsed.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.parsed.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Field<'a>> + '_ {
-        self.parsed[..self.len].iter().map(|header| Field {
+        self.parsed.iter().map(|header| Field {
             name: header.name.as_bytes(),
             value: header.value,
         })

@@ -221,23 +221,32 @@ fn decimal(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http1::{parse_request_head, parse_response_head};
+    use crate::http1::{parse_request_head, parse_response_head, FieldSlots};
 
     fn framing(head: &str) -> Result<RequestFraming, FramingError> {
         let buf = format!("{head}\r\n\r\n");
-        let head = parse_request_head(buf.as_bytes()).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_request_head(buf.as_bytes(), &mut slots)
+            .unwrap()
+            .unwrap();
         request_framing(&head)
     }
 
     fn facts(head: &str) -> RequestFacts {
         let buf = format!("{head}\r\n\r\n");
-        let head = parse_request_head(buf.as_bytes()).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_request_head(buf.as_bytes(), &mut slots)
+            .unwrap()
+            .unwrap();
         request_facts(&head)
     }
 
     fn response(head: &str, method: &str) -> Result<ResponseFraming, FramingError> {
         let buf = format!("{head}\r\n\r\n");
-        let head = parse_response_head(buf.as_bytes()).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_response_head(buf.as_bytes(), &mut slots)
+            .unwrap()
+            .unwrap();
         response_framing(&head, method.as_bytes())
     }
 
@@ -441,7 +450,9 @@ mod tests {
         assert!(!facts("GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close").persistent);
         let buf = b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n";
         assert!(response_persistent(
-            &parse_response_head(buf).unwrap().unwrap()
+            &parse_response_head(buf, &mut FieldSlots::new())
+                .unwrap()
+                .unwrap()
         ));
     }
 

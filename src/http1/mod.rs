@@ -29,7 +29,7 @@ pub mod trailers;
 
 pub use body::{BodyFraming, Taken};
 pub use chunked::{ChunkedDecoder, ChunkedError, Progress};
-pub use fields::{header_map, Field, Fields, InvalidField, SharedHead};
+pub use fields::{header_map, Field, FieldSlots, Fields, InvalidField, SharedHead};
 pub use framing::{
     request_facts, request_framing, response_framing, response_persistent, FramingError,
     RequestFacts, RequestFraming, ResponseFraming,

@@ -4,7 +4,7 @@
 //! has not all arrived is `None`; one larger than `MAX_REQUEST_HEAD_BYTES` or with
 //! more than `MAX_HEADERS` fields is refused before it has all arrived.
 
-use super::fields::Fields;
+use super::fields::{FieldSlots, Fields};
 use super::{MAX_HEADERS, MAX_REQUEST_HEAD_BYTES};
 
 /// A head the caller refuses: `431` for the limits, `400` for the rest.
@@ -45,10 +45,12 @@ pub struct RequestHead<'a> {
 /// Parses the request head at the start of `buf`: `None` while it is
 /// incomplete. Empty lines before the request line are skipped (RFC 9112
 /// §2.2) and counted in `head_len`.
-pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead<'_>>, HeadError> {
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut request = httparse::Request::new(&mut parsed);
-    let status = request.parse(buf);
+pub fn parse_request_head<'a>(
+    buf: &'a [u8],
+    slots: &'a mut FieldSlots<'a>,
+) -> Result<Option<RequestHead<'a>>, HeadError> {
+    let mut request = httparse::Request::new(&mut []);
+    let status = request.parse_with_uninit_headers(buf, &mut slots.0);
     let Some(head_len) = complete_head(status, buf.len(), MAX_REQUEST_HEAD_BYTES)? else {
         return Ok(None);
     };
@@ -58,12 +60,11 @@ pub fn parse_request_head(buf: &[u8]) -> Result<Option<RequestHead<'_>>, HeadErr
         // httparse fills these in before it says the head is complete.
         return Err(HeadError::Malformed(httparse::Error::Token));
     };
-    let count = request.headers.len();
     Ok(Some(RequestHead {
         method: method.as_bytes(),
         target: target.as_bytes(),
         version,
-        fields: Fields::new(parsed, count),
+        fields: Fields::new(request.headers),
         bytes: &buf[..head_len],
     }))
 }
@@ -96,7 +97,8 @@ mod tests {
     fn a_complete_head_is_slices_of_the_buffer() {
         let mut buf = GET.to_vec();
         buf.extend_from_slice(b"POST / HTTP/1.1\r\n");
-        let head = parse_request_head(&buf).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_request_head(&buf, &mut slots).unwrap().unwrap();
         assert_eq!(head.method, b"GET");
         assert_eq!(head.target, b"/a?b=c");
         assert_eq!(head.version, 1);
@@ -117,17 +119,27 @@ mod tests {
     fn every_prefix_is_incomplete_and_empty_lines_before_it_are_skipped() {
         let buf = [&b"\r\n"[..], GET].concat();
         for end in 0..buf.len() {
-            assert!(parse_request_head(&buf[..end]).unwrap().is_none(), "{end}");
+            assert!(
+                parse_request_head(&buf[..end], &mut FieldSlots::new())
+                    .unwrap()
+                    .is_none(),
+                "{end}"
+            );
         }
         assert_eq!(
-            parse_request_head(&buf).unwrap().unwrap().bytes.len(),
+            parse_request_head(&buf, &mut FieldSlots::new())
+                .unwrap()
+                .unwrap()
+                .bytes
+                .len(),
             buf.len()
         );
     }
 
     #[test]
     fn http_1_0_is_version_0() {
-        let head = parse_request_head(b"GET / HTTP/1.0\r\n\r\n")
+        let mut slots = FieldSlots::new();
+        let head = parse_request_head(b"GET / HTTP/1.0\r\n\r\n", &mut slots)
             .unwrap()
             .unwrap();
         assert_eq!(head.version, 0);
@@ -139,9 +151,15 @@ mod tests {
     fn a_head_over_the_limit_is_too_large_before_it_ends() {
         let mut buf = b"GET / HTTP/1.1\r\nx: ".to_vec();
         buf.resize(MAX_REQUEST_HEAD_BYTES + 1, b'a');
-        assert_eq!(parse_request_head(&buf).unwrap_err(), HeadError::TooLarge);
+        assert_eq!(
+            parse_request_head(&buf, &mut FieldSlots::new()).unwrap_err(),
+            HeadError::TooLarge
+        );
         buf.extend_from_slice(b"\r\n\r\n");
-        assert_eq!(parse_request_head(&buf).unwrap_err(), HeadError::TooLarge);
+        assert_eq!(
+            parse_request_head(&buf, &mut FieldSlots::new()).unwrap_err(),
+            HeadError::TooLarge
+        );
         assert!(HeadError::TooLarge.is_too_large());
     }
 
@@ -150,7 +168,8 @@ mod tests {
         let mut buf = b"GET / HTTP/1.1\r\nx: ".to_vec();
         buf.resize(MAX_REQUEST_HEAD_BYTES - 4, b'a');
         buf.extend_from_slice(b"\r\n\r\n");
-        let head = parse_request_head(&buf).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_request_head(&buf, &mut slots).unwrap().unwrap();
         assert_eq!(head.bytes.len(), MAX_REQUEST_HEAD_BYTES);
     }
 
@@ -162,11 +181,15 @@ mod tests {
         }
         let at_limit = [&buf[..], b"\r\n"].concat();
         assert_eq!(
-            parse_request_head(&at_limit).unwrap().unwrap().fields.len(),
+            parse_request_head(&at_limit, &mut FieldSlots::new())
+                .unwrap()
+                .unwrap()
+                .fields
+                .len(),
             MAX_HEADERS
         );
         buf.extend_from_slice(b"a: b\r\n\r\n");
-        let error = parse_request_head(&buf).unwrap_err();
+        let error = parse_request_head(&buf, &mut FieldSlots::new()).unwrap_err();
         assert_eq!(error, HeadError::TooManyHeaders);
         assert!(error.is_too_large());
     }
@@ -183,7 +206,7 @@ mod tests {
             b"G\x01T / HTTP/1.1\r\n\r\n",
             b"GET / HTTP/1.1\r\nx: a\x00b\r\n\r\n",
         ] {
-            let error = parse_request_head(bad).unwrap_err();
+            let error = parse_request_head(bad, &mut FieldSlots::new()).unwrap_err();
             assert!(
                 matches!(error, HeadError::Malformed(_)),
                 "{}: {error:?}",

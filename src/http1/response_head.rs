@@ -2,9 +2,9 @@
 //! place, like `request_head`: status, reason, version and field lines as
 //! slices of the read buffer, within the same limits.
 
-use super::fields::Fields;
+use super::fields::{FieldSlots, Fields};
 use super::request_head::{complete_head, HeadError};
-use super::{MAX_HEADERS, MAX_HEAD_BYTES};
+use super::MAX_HEAD_BYTES;
 
 /// A parsed response head; everything borrows the buffer it was parsed from.
 #[derive(Debug)]
@@ -29,10 +29,16 @@ impl ResponseHead<'_> {
 
 /// Parses the response head at the start of `buf`: `None` while it is
 /// incomplete.
-pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadError> {
-    let mut parsed = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut parsed);
-    let status = response.parse(buf);
+pub fn parse_response_head<'a>(
+    buf: &'a [u8],
+    slots: &'a mut FieldSlots<'a>,
+) -> Result<Option<ResponseHead<'a>>, HeadError> {
+    let mut response = httparse::Response::new(&mut []);
+    let status = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        buf,
+        &mut slots.0,
+    );
     let Some(head_len) = complete_head(status, buf.len(), MAX_HEAD_BYTES)? else {
         return Ok(None);
     };
@@ -42,12 +48,11 @@ pub fn parse_response_head(buf: &[u8]) -> Result<Option<ResponseHead<'_>>, HeadE
         // httparse fills these in before it says the head is complete.
         return Err(HeadError::Malformed(httparse::Error::Status));
     };
-    let count = response.headers.len();
     Ok(Some(ResponseHead {
         version,
         status,
         reason: reason.as_bytes(),
-        fields: Fields::new(parsed, count),
+        fields: Fields::new(response.headers),
         bytes: &buf[..head_len],
     }))
 }
@@ -60,7 +65,8 @@ mod tests {
 
     #[test]
     fn a_response_head_is_parsed_in_place() {
-        let head = parse_response_head(OK).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_response_head(OK, &mut slots).unwrap().unwrap();
         assert_eq!(
             (head.version, head.status, head.reason),
             (1, 200, &b"OK"[..])
@@ -69,7 +75,12 @@ mod tests {
         assert_eq!(head.fields.values("content-length").next(), Some(&b"2"[..]));
         assert!(!head.is_interim());
         for end in 0..head.bytes.len() {
-            assert!(parse_response_head(&OK[..end]).unwrap().is_none(), "{end}");
+            assert!(
+                parse_response_head(&OK[..end], &mut FieldSlots::new())
+                    .unwrap()
+                    .is_none(),
+                "{end}"
+            );
         }
     }
 
@@ -78,7 +89,10 @@ mod tests {
     fn interim_responses_are_told() {
         let head = |line: &[u8]| {
             let buf = [line, b"\r\n\r\n"].concat();
-            parse_response_head(&buf).unwrap().unwrap().is_interim()
+            parse_response_head(&buf, &mut FieldSlots::new())
+                .unwrap()
+                .unwrap()
+                .is_interim()
         };
         assert!(head(b"HTTP/1.1 100 Continue"));
         assert!(head(b"HTTP/1.1 103 Early Hints"));
@@ -89,7 +103,8 @@ mod tests {
     // RFC 9112 §4: the reason phrase may be empty.
     #[test]
     fn an_empty_reason_is_kept_empty() {
-        let head = parse_response_head(b"HTTP/1.0 404 \r\n\r\n")
+        let mut slots = FieldSlots::new();
+        let head = parse_response_head(b"HTTP/1.0 404 \r\n\r\n", &mut slots)
             .unwrap()
             .unwrap();
         assert_eq!((head.version, head.status, head.reason), (0, 404, &b""[..]));
@@ -99,14 +114,20 @@ mod tests {
     fn oversized_and_malformed_responses_are_refused() {
         let mut big = b"HTTP/1.1 200 OK\r\nx: ".to_vec();
         big.resize(MAX_HEAD_BYTES + 1, b'a');
-        assert_eq!(parse_response_head(&big).unwrap_err(), HeadError::TooLarge);
+        assert_eq!(
+            parse_response_head(&big, &mut FieldSlots::new()).unwrap_err(),
+            HeadError::TooLarge
+        );
         for bad in [
             &b"HTTP/1.1 2000 OK\r\n\r\n"[..],
             b"HTTP/1.1 OK\r\n\r\n",
             b"ICY 200 OK\r\n\r\n",
         ] {
             assert!(
-                matches!(parse_response_head(bad), Err(HeadError::Malformed(_))),
+                matches!(
+                    parse_response_head(bad, &mut FieldSlots::new()),
+                    Err(HeadError::Malformed(_))
+                ),
                 "{}",
                 bad.escape_ascii()
             );

@@ -89,7 +89,12 @@ async fn the_dns_server_down_keeps_the_last_addresses_and_a_change_made_meanwhil
         after.answered_by("second"),
         after.failures.len()
     ));
-    assert!(after.failures.is_empty(), "{:?}", after.failures);
+    assert!(
+        after.failures.is_empty(),
+        "{:?}\ndockhand's warnings and errors:\n{}",
+        after.failures,
+        process.warnings_and_errors()
+    );
     assert_eq!(
         during_outage.answered_by("first"),
         during_outage.sent,
@@ -160,7 +165,12 @@ async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_va
         while_invalid.sent - before_invalid.sent,
         after.failures.len()
     ));
-    assert!(after.failures.is_empty(), "{:?}", after.failures);
+    assert!(
+        after.failures.is_empty(),
+        "{:?}\ndockhand's warnings and errors:\n{}",
+        after.failures,
+        process.warnings_and_errors()
+    );
     assert_eq!(while_invalid.answered_by("first"), while_invalid.sent);
     assert!(process.stdout().contains("routes file reloaded"));
 }

@@ -1062,6 +1062,17 @@ impl ProxyProcess {
             .collect()
     }
 
+    /// Its WARN and ERROR lines so far, one per line: what a failed
+    /// assertion shows of the process's side.
+    pub fn warnings_and_errors(&self) -> String {
+        self.events()
+            .iter()
+            .filter(|event| event["level"] == "WARN" || event["level"] == "ERROR")
+            .map(|event| event.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// The access-log event of the first request to `host`, once written.
     pub async fn access_event(&self, host: &str) -> serde_json::Value {
         let mut found = None;

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use dockhand::http1::{
-    parse_request_head, request_facts, request_framing, ChunkedDecoder, ChunkedError, FramingError,
-    HeadError, RequestFraming, MAX_HEADERS, MAX_HEAD_BYTES,
+    parse_request_head, request_facts, request_framing, ChunkedDecoder, ChunkedError, FieldSlots,
+    FramingError, HeadError, RequestFraming, MAX_HEADERS, MAX_HEAD_BYTES,
 };
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -334,7 +334,8 @@ pub fn wire_layer(input: &[u8], cuts: &[usize]) -> Outcome {
     let mut exchanges = Vec::new();
     loop {
         let (mut exchange, persistent, head_len) = loop {
-            let parsed = match parse_request_head(&buffer[start..]) {
+            let mut slots = FieldSlots::new();
+            let parsed = match parse_request_head(&buffer[start..], &mut slots) {
                 Ok(Some(head)) => {
                     let framing = match request_framing(&head) {
                         Ok(framing) => framing,

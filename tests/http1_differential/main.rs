@@ -189,14 +189,15 @@ static ALLOCATOR: counting::Counting = counting::Counting;
 fn the_common_path_allocates_nothing() {
     use dockhand::http1::{
         head_writer::pieces_for, parse_request_head, request_facts, request_framing,
-        ChunkedDecoder, Decimal, HeadWriter, RequestFraming,
+        ChunkedDecoder, Decimal, FieldSlots, HeadWriter, RequestFraming,
     };
     let input = b"POST /upload?x=1 HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\n\
                   User-Agent: test\r\nConnection: keep-alive\r\n\r\n5;x=y\r\nhello\r\n0\r\n\r\n";
     let mut written = Vec::with_capacity(1024);
     let mut body = [0u8; 16];
     let allocations = counting::allocations(|| {
-        let head = parse_request_head(input).unwrap().unwrap();
+        let mut slots = FieldSlots::new();
+        let head = parse_request_head(input, &mut slots).unwrap().unwrap();
         assert_eq!(request_framing(&head), Ok(RequestFraming::Chunked));
         assert!(request_facts(&head).persistent);
         let length = Decimal::new(5);

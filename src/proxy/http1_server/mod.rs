@@ -36,8 +36,8 @@ use super::forward::{handle, ProxyState};
 use super::send_timeout::ClientCut;
 use crate::http1::buffers;
 use crate::http1::{
-    header_map, parse_request_head, request_facts, request_framing, BodyFraming, FramingError,
-    HeadError, RequestFraming, RequestHead, SharedHead,
+    header_map, parse_request_head, request_facts, request_framing, BodyFraming, FieldSlots,
+    FramingError, HeadError, RequestFraming, RequestHead, SharedHead,
 };
 use crate::metrics::{ClientProtocol, OpenConnection};
 use crate::sync::lock;
@@ -265,7 +265,8 @@ fn next<S: ClientIo>(
                     return Poll::Ready(Next::HandOff);
                 }
             } else {
-                match parse_request_head(buffered) {
+                let mut slots = FieldSlots::new();
+                match parse_request_head(buffered, &mut slots) {
                     Ok(Some(head)) => {
                         let parsed = match request_from(&head) {
                             Ok(Some(parsed)) => parsed,
