@@ -40,7 +40,9 @@ trap 'rm -rf "$scratch"' EXIT
 fuzz_one() {
     local target=$1
     mkdir -p "$scratch/$target" "artifacts/$target"
-    if cargo +nightly fuzz run "${flags[@]}" "$target" "$scratch/$target" "corpus/$target" -- \
+    # TMPDIR: what a target writes to its temporary folder (the
+    # request_head target's routes file) goes when the run ends.
+    if TMPDIR="$scratch" cargo +nightly fuzz run "${flags[@]}" "$target" "$scratch/$target" "corpus/$target" -- \
         -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
         -artifact_prefix="artifacts/$target/" >"$scratch/$target.log" 2>&1; then
         echo "fuzz: $target: no crash in ${seconds}s ($(grep -o 'Done [0-9]* runs' "$scratch/$target.log"))"
