@@ -15,11 +15,8 @@
 //! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
 //! came back, the upstream had the request: it is never sent again.
 
-use std::cell::RefCell;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -34,24 +31,17 @@ use super::error::{BoxError as Cause, ExchangeError};
 use super::http1_body::{Http1Body, RestOfBody, Source};
 use super::thread_pool::check_out;
 use crate::http1::buffers::{self, LentBuffer};
-use crate::http1::head_writer::{pieces_for, HeadWriter};
+use crate::http1::head_writer::{self, KeptHead};
 use crate::http1::header_maps;
 use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
-    response_persistent, FieldSlots, ResponseFraming, SharedHead, MAX_HEADERS,
+    response_persistent, FieldSlots, ResponseFraming, SharedHead,
 };
 
 /// The fields dockhand may add to a response before its client
 /// (`Strict-Transport-Security`, a location's response rules, `Vary`):
 /// its header map has room for a few from the start.
 const ADDED_RESPONSE_FIELDS: usize = 4;
-
-/// Header fields of a request head sent upstream, the client's (the hyper
-/// server takes at most 100) and dockhand's own.
-const MOST_FIELDS: usize = MAX_HEADERS + 32;
-
-/// The fields of a usual request head: its pieces take 2 KiB of stack.
-const USUAL_FIELDS: usize = 32;
 
 /// How the request body is framed on the wire.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -238,93 +228,39 @@ where
     }
 }
 
-/// Writes the head from its pieces, the request line and then each field,
-/// gathered into one `write` (or, when large, with `writev`). The pieces
-/// are laid out anew on each poll's stack (a walk over the fields) rather
-/// than kept in the future, which lives as long as the client's connection
-/// in hyper's server: only how much was written is kept across polls.
+thread_local! {
+    /// Where this thread writes the heads of its upstream requests.
+    static HEAD: KeptHead = const { KeptHead::new() };
+}
+
+/// Writes the head, the request line and then each field, gathered into
+/// this thread's head buffer for one `write`.
 async fn write_head<B>(
     connection: &mut UpstreamConnection,
     request: &Request<B>,
 ) -> io::Result<()> {
-    let mut written = 0;
-    std::future::poll_fn(|cx| {
-        if request.headers().len() <= USUAL_FIELDS {
-            poll_write_head::<{ pieces_for(USUAL_FIELDS) }, B>(
-                cx,
-                connection,
-                request,
-                &mut written,
-            )
-        } else {
-            poll_write_head::<{ pieces_for(MOST_FIELDS) }, B>(cx, connection, request, &mut written)
-        }
-    })
-    .await
-}
-
-/// A head up to this size is copied into one slice on the poll's stack
-/// before it is written: the kernel copies each `writev` piece on its own,
-/// and for a head of some forty short pieces that costs more (about 4% of
-/// dockhand's CPU per request, measured) than one copy here. Larger heads
-/// go out as their pieces.
-const GATHERED_HEAD_BYTES: usize = 4096;
-
-thread_local! {
-    /// Where this thread gathers a head (no array zeroed at each write).
-    static GATHERED: RefCell<Vec<u8>> =
-        RefCell::new(Vec::with_capacity(GATHERED_HEAD_BYTES));
-}
-
-fn poll_write_head<const N: usize, B>(
-    cx: &mut Context<'_>,
-    connection: &mut UpstreamConnection,
-    request: &Request<B>,
-    written: &mut usize,
-) -> Poll<io::Result<()>> {
+    let mut head = HEAD.with(KeptHead::take);
     let target = request
         .uri()
         .path_and_query()
         .map_or("/", |path| path.as_str());
-    loop {
-        let mut writer = HeadWriter::<N>::new();
-        let mut pieces = head_pieces(&mut writer, request.method(), target, request.headers())
-            .map_err(|error| io::Error::new(io::ErrorKind::InvalidInput, error))?;
-        let total: usize = pieces.iter().map(|piece| piece.len()).sum();
-        if *written == total {
-            return Poll::Ready(Ok(()));
+    let written = match head_writer::request_line(
+        &mut head,
+        request.method().as_str().as_bytes(),
+        target.as_bytes(),
+        1,
+    ) {
+        Ok(()) => {
+            for (name, value) in request.headers() {
+                head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+            }
+            head_writer::end(&mut head);
+            connection.write_all(&head).await
         }
-        let count = if total <= GATHERED_HEAD_BYTES {
-            let written_now = GATHERED.with_borrow_mut(|gathered| {
-                gathered.clear();
-                for piece in pieces.iter() {
-                    gathered.extend_from_slice(piece);
-                }
-                Pin::new(&mut *connection).poll_write(cx, &gathered[*written..total])
-            });
-            ready!(written_now)?
-        } else {
-            IoSlice::advance_slices(&mut pieces, *written);
-            ready!(Pin::new(&mut *connection).poll_write_vectored(cx, pieces))?
-        };
-        if count == 0 {
-            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
-        }
-        *written += count;
-    }
-}
-
-fn head_pieces<'a, 'w, const N: usize>(
-    writer: &'w mut HeadWriter<'a, N>,
-    method: &'a Method,
-    target: &'a str,
-    headers: &'a HeaderMap,
-) -> Result<&'w mut [IoSlice<'a>], crate::http1::HeadWriteError> {
-    writer.request_line(method.as_str().as_bytes(), target.as_bytes(), 1)?;
-    for (name, value) in headers {
-        writer.header(name, value)?;
-    }
-    writer.finish()
+        Err(error) => Err(io::Error::new(io::ErrorKind::InvalidInput, error)),
+    };
+    HEAD.with(|kept| kept.give_back(head));
+    written
 }
 
 async fn write_all_vectored<W: AsyncWrite + Unpin>(

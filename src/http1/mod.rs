@@ -5,7 +5,7 @@
 //! message's body is framed and what its head says of the connection
 //! (`framing`), where a body's data lies (`body`, with the chunked decoder
 //! of `chunked`), and heads written
-//! from pieces for one `writev` (`head_writer`); the read buffers a
+//! into one buffer for one `write` (`head_writer`); the read buffers a
 //! worker thread lends its connections while bytes are in flight
 //! (`buffers`), the buffer it cuts a request's small copies from
 //! (`arena`) and the header maps it keeps for its requests (`header_maps`).
@@ -34,7 +34,7 @@ pub use framing::{
     request_facts, request_framing, response_framing, response_persistent, FramingError,
     RequestFacts, RequestFraming, ResponseFraming,
 };
-pub use head_writer::{Decimal, HeadWriteError, HeadWriter};
+pub use head_writer::{Decimal, HeadWriteError, KeptHead};
 pub use request_head::{parse_request_head, HeadError, RequestHead};
 pub use response_head::{parse_response_head, ResponseHead};
 pub use trailers::{last_chunk, may_be_trailer, trailer_fields};

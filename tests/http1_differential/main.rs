@@ -188,8 +188,8 @@ static ALLOCATOR: counting::Counting = counting::Counting;
 #[test]
 fn the_common_path_allocates_nothing() {
     use dockhand::http1::{
-        head_writer::pieces_for, parse_request_head, request_facts, request_framing,
-        ChunkedDecoder, Decimal, FieldSlots, HeadWriter, RequestFraming,
+        head_writer, parse_request_head, request_facts, request_framing, ChunkedDecoder, Decimal,
+        FieldSlots, RequestFraming,
     };
     let input = b"POST /upload?x=1 HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\n\
                   User-Agent: test\r\nConnection: keep-alive\r\n\r\n5;x=y\r\nhello\r\n0\r\n\r\n";
@@ -201,17 +201,12 @@ fn the_common_path_allocates_nothing() {
         assert_eq!(request_framing(&head), Ok(RequestFraming::Chunked));
         assert!(request_facts(&head).persistent);
         let length = Decimal::new(5);
-        let mut writer = HeadWriter::<{ pieces_for(8) }>::new();
-        writer
-            .request_line(head.method, head.target, head.version)
-            .unwrap();
+        head_writer::request_line(&mut written, head.method, head.target, head.version).unwrap();
         for field in head.fields.iter() {
-            writer.field(field.name, field.value).unwrap();
+            head_writer::field(&mut written, field.name, field.value);
         }
-        writer.field(b"content-length", length.as_bytes()).unwrap();
-        for piece in writer.finish().unwrap().iter() {
-            written.extend_from_slice(piece);
-        }
+        head_writer::field(&mut written, b"content-length", length.as_bytes());
+        head_writer::end(&mut written);
         let mut decoder = ChunkedDecoder::new();
         let mut rest = &input[head.bytes.len()..];
         let mut filled = 0;

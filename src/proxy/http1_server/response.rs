@@ -4,7 +4,6 @@
 //! then the body as it comes. The head goes out with the first data when
 //! that is ready at once, in one `writev`.
 
-use std::cell::RefCell;
 use std::io::{self, IoSlice};
 
 use bytes::Bytes;
@@ -17,7 +16,8 @@ use http_body_util::BodyExt;
 use super::date;
 use super::wire::{poll_io, ClientIo, SharedWire};
 use crate::http1::fields::list_items;
-use crate::http1::{header_maps, last_chunk, may_be_trailer, Decimal};
+use crate::http1::head_writer::{self, field};
+use crate::http1::{header_maps, last_chunk, may_be_trailer, Decimal, KeptHead};
 use crate::proxy::body::ProxyBody;
 use crate::sync::lock;
 
@@ -41,8 +41,8 @@ enum Framing {
 }
 
 thread_local! {
-    /// A head is written into this thread's buffer, when no other is using it.
-    static HEAD: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Where this thread writes the heads of its responses.
+    static HEAD: KeptHead = const { KeptHead::new() };
 }
 
 /// Writes `response` and its body; `Ok(true)` if the connection may carry
@@ -57,18 +57,12 @@ pub(super) async fn write<S: ClientIo>(
     let framing = framing(parts.status, &parts.headers, &body, asked);
     let persistent =
         asked.persistent && framing != Framing::UntilClose && !lists_close(&parts.headers);
-    let mut head = HEAD.with(|head| std::mem::take(&mut *head.borrow_mut()));
-    head.clear();
+    let mut head = HEAD.with(KeptHead::take);
     head.extend_from_slice(lock(wire).answer());
     write_head(&mut head, &parts, framing, asked, persistent);
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     header_maps::give_back(parts.headers);
-    HEAD.with(|kept| {
-        let mut kept = kept.borrow_mut();
-        if head.capacity() <= 16 * 1024 && kept.capacity() < head.capacity() {
-            *kept = head;
-        }
-    });
+    HEAD.with(|kept| kept.give_back(head));
     result.map(|()| persistent)
 }
 
@@ -114,18 +108,11 @@ fn write_head(
     asked: Asked,
     persistent: bool,
 ) {
-    head.extend_from_slice(match asked.version {
-        Version::HTTP_10 => b"HTTP/1.0 ",
-        _ => b"HTTP/1.1 ",
-    });
-    head.extend_from_slice(parts.status.as_str().as_bytes());
-    head.push(b' ');
-    let reason = parts.extensions.get::<hyper::ext::ReasonPhrase>();
-    match reason {
-        Some(reason) => head.extend_from_slice(reason.as_bytes()),
-        None => head.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes()),
-    }
-    head.extend_from_slice(b"\r\n");
+    let reason = match parts.extensions.get::<hyper::ext::ReasonPhrase>() {
+        Some(reason) => reason.as_bytes(),
+        None => parts.status.canonical_reason().unwrap_or("").as_bytes(),
+    };
+    head_writer::status_line(head, asked.version, parts.status, reason);
     for (name, value) in &parts.headers {
         // The framing and the connection's fate are this hop's, written below.
         if name == header::TRANSFER_ENCODING || name == header::CONNECTION {
@@ -151,14 +138,7 @@ fn write_head(
     } else if asked.version == Version::HTTP_10 {
         field(head, b"connection", b"keep-alive");
     }
-    head.extend_from_slice(b"\r\n");
-}
-
-fn field(head: &mut Vec<u8>, name: &[u8], value: &[u8]) {
-    head.extend_from_slice(name);
-    head.extend_from_slice(b": ");
-    head.extend_from_slice(value);
-    head.extend_from_slice(b"\r\n");
+    head_writer::end(head);
 }
 
 async fn write_body<S: ClientIo>(
