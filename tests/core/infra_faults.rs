@@ -91,9 +91,9 @@ async fn the_dns_server_down_keeps_the_last_addresses_and_a_change_made_meanwhil
     ));
     assert!(
         after.failures.is_empty(),
-        "{:?}\ndockhand's warnings and errors:\n{}",
+        "{:?}\ndockhand's events other than INFO:\n{}",
         after.failures,
-        process.warnings_and_errors()
+        process.unusual_events()
     );
     assert_eq!(
         during_outage.answered_by("first"),
@@ -106,9 +106,16 @@ async fn the_dns_server_down_keeps_the_last_addresses_and_a_change_made_meanwhil
 async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_valid_one_comes() {
     let first = Backend::echo("first").await;
     let second = Backend::echo("second").await;
+    // Its connections' and upstream exchanges' DEBUG events too: a failed
+    // request's are shown should the test fail.
     let process = ProxyProcess::start(
         &one_route("a.test", first.addr),
-        &["--routes-poll-interval", "50ms"],
+        &[
+            "--routes-poll-interval",
+            "50ms",
+            "--log-level",
+            "info,dockhand::proxy=debug,dockhand::connect=debug",
+        ],
     )
     .await;
     let load = RequestLoop::start(process.addr, "a.test");
@@ -167,9 +174,9 @@ async fn an_invalid_routes_file_under_load_keeps_the_last_good_routes_until_a_va
     ));
     assert!(
         after.failures.is_empty(),
-        "{:?}\ndockhand's warnings and errors:\n{}",
+        "{:?}\ndockhand's events other than INFO:\n{}",
         after.failures,
-        process.warnings_and_errors()
+        process.unusual_events()
     );
     assert_eq!(while_invalid.answered_by("first"), while_invalid.sent);
     assert!(process.stdout().contains("routes file reloaded"));

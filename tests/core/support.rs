@@ -1062,12 +1062,12 @@ impl ProxyProcess {
             .collect()
     }
 
-    /// Its WARN and ERROR lines so far, one per line: what a failed
-    /// assertion shows of the process's side.
-    pub fn warnings_and_errors(&self) -> String {
+    /// Its events so far other than INFO's (access log, lifecycle), one per
+    /// line: what a failed assertion shows of the process's side.
+    pub fn unusual_events(&self) -> String {
         self.events()
             .iter()
-            .filter(|event| event["level"] == "WARN" || event["level"] == "ERROR")
+            .filter(|event| event["level"] != "INFO")
             .map(|event| event.to_string())
             .collect::<Vec<_>>()
             .join("\n")
