@@ -71,10 +71,13 @@ pub fn is_real_label(labels: &BTreeMap<String, String>, key: &str) -> bool {
     if labels.keys().any(|label| label.starts_with(&group)) {
         return true;
     }
-    let groups = ROUTE_KEYS.iter().chain(MIDDLEWARE_KEYS).flat_map(|route_key| {
-        let ends = route_key.match_indices('.').map(|(end, _)| end);
-        ends.chain([route_key.len()]).map(|end| &route_key[..end])
-    });
+    let groups = ROUTE_KEYS
+        .iter()
+        .chain(MIDDLEWARE_KEYS)
+        .flat_map(|route_key| {
+            let ends = route_key.match_indices('.').map(|(end, _)| end);
+            ends.chain([route_key.len()]).map(|end| &route_key[..end])
+        });
     groups.into_iter().any(|route_key| {
         key.strip_suffix(route_key)
             .filter(|route_start| route_start.ends_with('.'))

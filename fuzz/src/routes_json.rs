@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use dockhand::config::{
     middlewares_json, DesiredHosts, DnsServer, Hashes, HealthCheck, HostConfig, LoadBalancing,
-    LocationConfig, Protocol, Retry, Rewrite, SrvResolution, TlsServerName, UpstreamConfig, UpstreamTarget,
+    LocationConfig, Protocol, Retry, Rewrite, SrvResolution, TlsServerName, UpstreamConfig,
+    UpstreamTarget,
 };
 use serde_json::{json, Map, Value};
 
