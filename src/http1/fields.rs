@@ -1,5 +1,6 @@
-//! Header fields as slices of the bytes they were read from, held in a fixed
-//! array so that a parsed head costs no allocation; the list syntax
+//! Header fields as slices of the bytes they were read from, held in field
+//! slots the caller keeps (`FieldSlots`) so that a parsed head costs no
+//! allocation and is small to move; the list syntax
 //! (RFC 9110 §5.6.1) that `Connection` and `Transfer-Encoding` use; and
 //! fields made into an `http` header map whose values share one copy of
 //! their head (`SharedHead`) rather than one copy each.

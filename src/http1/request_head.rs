@@ -1,6 +1,6 @@
 //! A request head (RFC 9112 §3, §5) parsed with `httparse` in place: the
 //! method, target and field lines are slices of the read buffer, the fields
-//! sit in a fixed array on the stack, and nothing is allocated. A head that
+//! sit in the caller's `FieldSlots`, and nothing is allocated. A head that
 //! has not all arrived is `None`; one larger than `MAX_REQUEST_HEAD_BYTES` or with
 //! more than `MAX_HEADERS` fields is refused before it has all arrived.
 
