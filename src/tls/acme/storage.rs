@@ -211,15 +211,18 @@ fn parse_lock(text: &str) -> (&str, u64) {
     (holder, until)
 }
 
-/// Creates `path` with `contents`, failing if it exists.
+/// Creates `path` with `contents`, failing if it exists. The contents are
+/// written first, under a name of this write's own, then linked as `path`:
+/// a link is made whole or not at all, so no replica ever reads the lock
+/// before its holder and expiry are in it (an empty lock read as expired
+/// let two replicas started together both order).
 fn create_new(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let mut file = fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(contents)?;
-    file.sync_all()
+    let staging = staged(path, contents)?;
+    let linked = fs::hard_link(&staging, path);
+    let removed = fs::remove_file(&staging);
+    linked?;
+    removed?;
+    sync_parent(path)
 }
 
 /// Removes `path` if it still holds `expected`: a lock another replica
@@ -279,20 +282,34 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// syncs it, renames it over `path` and syncs the folder: a reader, or a
 /// restart after a crash, finds the old file or the new one, never part.
 fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let staging = staged(path, contents)?;
+    if let Err(error) = fs::rename(&staging, path) {
+        let _ = fs::remove_file(&staging);
+        return Err(error);
+    }
+    sync_parent(path)
+}
+
+/// A new temporary file beside `path` holding `contents`, synced (mode
+/// `0600`). Its name is this write's own: replicas sharing the folder
+/// never write into the same one.
+fn staged(path: &Path, contents: &[u8]) -> io::Result<PathBuf> {
     let file_name = path.file_name().unwrap_or_default().to_string_lossy();
-    let staging = dir.join(format!(".{file_name}.tmp"));
+    let staging = path.with_file_name(format!(".{file_name}.{:016x}.tmp", rand::random::<u64>()));
     let mut file = fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
+        .create_new(true)
         .mode(0o600)
         .open(&staging)?;
-    file.write_all(contents)?;
-    file.sync_all()?;
-    drop(file);
-    fs::rename(&staging, path)?;
-    fs::File::open(dir)?.sync_all()
+    if let Err(error) = file.write_all(contents).and_then(|()| file.sync_all()) {
+        let _ = fs::remove_file(&staging);
+        return Err(error);
+    }
+    Ok(staging)
+}
+
+fn sync_parent(path: &Path) -> io::Result<()> {
+    fs::File::open(path.parent().unwrap_or(Path::new(".")))?.sync_all()
 }
 
 #[cfg(test)]
@@ -380,6 +397,58 @@ mod tests {
                 until: 400
             }
         );
+    }
+
+    /// Replicas started together race for the same lock: exactly one
+    /// takes it. A lock file seen before its holder and expiry were in it
+    /// once read as expired, and both ordered.
+    #[test]
+    fn of_replicas_racing_for_a_lock_exactly_one_takes_it() {
+        for _ in 0..3000 {
+            let root = tempfile::tempdir().unwrap();
+            let start = std::sync::Barrier::new(2);
+            let taken = std::thread::scope(|scope| {
+                let racers = ["one", "two"].map(|holder| {
+                    let (root, start) = (root.path(), &start);
+                    scope.spawn(move || {
+                        let storage = Storage::new(root, "https://ca.example/dir");
+                        start.wait();
+                        storage.try_lock("a.test", holder, 200, 100).unwrap()
+                    })
+                });
+                racers
+                    .into_iter()
+                    .map(|racer| racer.join().unwrap())
+                    .filter(|locked| *locked == Locked::Taken)
+                    .count()
+            });
+            assert_eq!(taken, 1);
+        }
+    }
+
+    /// Replicas writing the same file at once (the account, when both
+    /// ordered) both succeed: each writes a temporary file of its own.
+    #[test]
+    fn replicas_writing_the_same_file_at_once_both_succeed() {
+        let root = tempfile::tempdir().unwrap();
+        for round in 0..300 {
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|scope| {
+                for replica in ["one", "two"] {
+                    let (root, start) = (root.path(), &start);
+                    scope.spawn(move || {
+                        let storage = Storage::new(root, "https://ca.example/dir");
+                        start.wait();
+                        storage.save_account(&format!("{replica} {round}")).unwrap();
+                    });
+                }
+            });
+        }
+        let storage = Storage::new(root.path(), "https://ca.example/dir");
+        let account = storage.account().unwrap().unwrap();
+        assert!(account.ends_with(" 299"), "{account}");
+        let left = fs::read_dir(&storage.dir).unwrap().count();
+        assert_eq!(left, 1, "no temporary file is left");
     }
 
     #[test]
