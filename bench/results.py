@@ -42,6 +42,7 @@ SHAPES = {
     "(wrk -t1 -c50 -H 'Connection: close'; wrk resumes the TLS session)",
 }
 SCALE_PEERS = {"dockhand_1host": "dockhand, 1 host", "dockhand_10k": "dockhand, 10,000 hosts"}
+WORKER_PEERS = {"dockhand_w2": "dockhand, 2 workers", "dockhand_w1": "dockhand, 1 worker"}
 
 
 def cpu_ticks(root):
@@ -327,6 +328,16 @@ def load_table(shape, title, runs, peers, names):
     return "\n".join(lines) + "\n"
 
 
+def cpu_ratio_line(runs, names, ours, theirs):
+    """How much CPU per request OURS takes against THEIRS (medians)."""
+    summary = medians(runs)
+    ours_cpu = summary.get(ours, {}).get("cpu_per_100k")
+    theirs_cpu = summary.get(theirs, {}).get("cpu_per_100k")
+    if not ours_cpu or not theirs_cpu:
+        return ""
+    return f"**CPU per request, {names[ours]} ÷ {names[theirs]}: {ours_cpu / theirs_cpu:.2f}**.\n"
+
+
 def memory_table(runs):
     if not runs:
         return ""
@@ -404,6 +415,18 @@ def table(args):
                 list(SCALE_PEERS)[::-1],
                 SCALE_PEERS,
             )
+        )
+    worker_runs = [r for r in runs if r["shape"] == "workers"]
+    if worker_runs:
+        sections.append(
+            load_table(
+                "workers",
+                "Workers: 2 against 1, both on both CPUs (HTTP/1.1 keep-alive, 50 connections)",
+                worker_runs,
+                list(WORKER_PEERS),
+                WORKER_PEERS,
+            )
+            + cpu_ratio_line(worker_runs, WORKER_PEERS, *WORKER_PEERS)
         )
     sections.append(memory_table([r for r in runs if r["shape"] == "idle_memory"]))
     sections.append(criterion_lines(args.criterion))

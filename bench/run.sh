@@ -31,6 +31,8 @@
 #    stopped (at most one per connection), every one answered 200; otherwise
 #    the script says so loudly and exits non-zero;
 #  - dockhand with 10,000 hosts in its route table against 1 host;
+#  - dockhand with 2 workers against 1 worker, both free to run on either CPU:
+#    CPU seconds per request, what this 2-core machine can show of scaling;
 #  - resident memory per idle keep-alive client connection (IDLE_CONNECTIONS
 #    of them, one request each, kept idle), for each proxy freshly started;
 #  - the in-process time to apply one changed container among 1,000
@@ -43,9 +45,10 @@
 #   DURATION=10         seconds per run
 #   IDLE_CONNECTIONS=10000
 #   SCALE_HOSTS=10000   hosts in the large route table
-#   BASE_PORT=21000     ports used: BASE_PORT+80..+91, +180..+183 and +281..+284, on 127.0.0.1
+#   BASE_PORT=21000     ports used: BASE_PORT+80..+93, +180..+183 and +281..+284, on 127.0.0.1
 #   SHAPES="..."        what to run, any of: h1_c50 h1_c500 h2c h1_close
-#                       https_c50 https_close scale idle_memory route_table (default: all)
+#                       https_c50 https_close scale workers idle_memory route_table
+#                       (default: all)
 #   PEERS="..."         peers of the load shapes, any of: dockhand nginx haproxy
 #                       caddy direct (default: all; dockhand first for the ratios)
 #   RESULTS_FILE=path   where the tables go (default bench/RESULTS.md)
@@ -59,7 +62,7 @@ DURATION=${DURATION:-10}
 IDLE_CONNECTIONS=${IDLE_CONNECTIONS:-10000}
 SCALE_HOSTS=${SCALE_HOSTS:-10000}
 BASE_PORT=${BASE_PORT:-21000}
-ALL_SHAPES="h1_c50 h1_c500 h2c h1_close https_c50 https_close scale idle_memory route_table"
+ALL_SHAPES="h1_c50 h1_c500 h2c h1_close https_c50 https_close scale workers idle_memory route_table"
 SHAPES=${SHAPES:-$ALL_SHAPES}
 PEERS=${PEERS:-dockhand nginx haproxy caddy direct}
 PROXY_CPU=0
@@ -229,6 +232,8 @@ PORT_H1[caddy]=$((BASE_PORT + 84))
 PORT_H2[caddy]=$((BASE_PORT + 84))
 PORT_H1[dockhand_1host]=${PORT_H1[dockhand]}
 PORT_H1[dockhand_10k]=$((BASE_PORT + 91))
+PORT_H1[dockhand_w1]=$((BASE_PORT + 92))
+PORT_H1[dockhand_w2]=$((BASE_PORT + 93))
 # HTTPS: every proxy but the backend (which the proxies reach over plain HTTP).
 PORT_TLS[dockhand]=$((BASE_PORT + 281))
 PORT_TLS[nginx]=$((BASE_PORT + 282))
@@ -237,6 +242,8 @@ PORT_TLS[caddy]=$((BASE_PORT + 284))
 # dockhand's admin listener, where /metrics is read.
 PORT_ADMIN[dockhand]=$((BASE_PORT + 85))
 PORT_ADMIN[dockhand_10k]=$((BASE_PORT + 86))
+PORT_ADMIN[dockhand_w1]=$((BASE_PORT + 87))
+PORT_ADMIN[dockhand_w2]=$((BASE_PORT + 88))
 BACKEND=127.0.0.1:${PORT_H1[direct]}
 TLS_DIR=""
 
@@ -330,21 +337,26 @@ with open(path, "w") as out:
 EOF
 }
 
+# start_dockhand_instance NAME PORT FILLER_HOSTS [WORKERS [CPUS]]
 start_dockhand_instance() {
-    local name=$1 port=$2 filler=$3 https=()
+    local name=$1 port=$2 filler=$3 workers=${4:-1} cpus=${5:-$PROXY_CPU} https=()
     write_dockhand_routes "$WORK/$name.routes.json" "$filler"
     if [[ -n ${PORT_TLS[$name]:-} ]]; then
         https=(--https-listen "127.0.0.1:${PORT_TLS[$name]}" --certs-dir "$TLS_DIR/certs")
     fi
-    spawn "$PROXY_CPU" "$WORK/$name.log" "$DOCKHAND_BIN" --no-docker \
+    spawn "$cpus" "$WORK/$name.log" "$DOCKHAND_BIN" --no-docker \
         --routes "$WORK/$name.routes.json" --http-listen "127.0.0.1:$port" \
         "${https[@]}" --admin-listen "127.0.0.1:${PORT_ADMIN[$name]}" \
-        --workers 1 --log-level warn
+        --workers "$workers" --log-level warn
     PID[$name]=$LAST_PID
 }
 
 start_dockhand() { start_dockhand_instance dockhand "${PORT_H1[dockhand]}" 0; }
 start_dockhand_10k() { start_dockhand_instance dockhand_10k "${PORT_H1[dockhand_10k]}" "$SCALE_HOSTS"; }
+# The workers shape: both instances may run on either CPU, so the only
+# difference between them is the number of workers.
+start_dockhand_w1() { start_dockhand_instance dockhand_w1 "${PORT_H1[dockhand_w1]}" 0 1 "$PROXY_CPU,$LOAD_CPU"; }
+start_dockhand_w2() { start_dockhand_instance dockhand_w2 "${PORT_H1[dockhand_w2]}" 0 2 "$PROXY_CPU,$LOAD_CPU"; }
 
 start_nginx() {
     local dir=$WORK/nginx
@@ -547,7 +559,7 @@ load_command() {
     TOOL=wrk
     IN_FLIGHT=50
     case $shape in
-    h1_c50 | scale) LOAD+=("${wrk[@]}" -c50 "http://127.0.0.1:$port/") ;;
+    h1_c50 | scale | workers) LOAD+=("${wrk[@]}" -c50 "http://127.0.0.1:$port/") ;;
     h1_c500) LOAD+=("${wrk[@]}" -c500 "http://127.0.0.1:$port/") && IN_FLIGHT=500 ;;
     h1_close) LOAD+=("${wrk[@]}" -c50 -H "Connection: close" "http://127.0.0.1:$port/") ;;
     https_c50 | https_close)
@@ -776,6 +788,14 @@ EOF
   alternate, $ROUNDS round(s) of ${DURATION} s.
 EOF
     fi
+    if wanted workers "$SHAPES"; then
+        cat <<EOF
+- Workers: two more dockhand instances, \`--workers 1\` and \`--workers 2\`, each free to
+  run on both CPUs (the load generator and the backend stay on CPU 1, so the second
+  worker shares a CPU with them). They alternate, $ROUNDS round(s) of ${DURATION} s. With 2
+  cores this shows what a second worker costs per request, not how far it scales.
+EOF
+    fi
     if wanted route_table "$SHAPES"; then
         cat <<EOF
 - Applying one changed container: \`cargo bench --bench route_table\` (labels of 1,000
@@ -865,6 +885,19 @@ main() {
             for peer in dockhand_1host dockhand_10k; do run scale "$peer" "$round"; done
         done
         stop_peer dockhand_10k
+    fi
+
+    if wanted workers "$SHAPES" && wanted dockhand "$PEERS"; then
+        start_peer dockhand_w1
+        start_peer dockhand_w2
+        check_peer dockhand_w1
+        check_peer dockhand_w2
+        warm_up workers dockhand_w1 dockhand_w2
+        for round in $(seq "$ROUNDS"); do
+            for peer in dockhand_w1 dockhand_w2; do run workers "$peer" "$round"; done
+        done
+        stop_peer dockhand_w1
+        stop_peer dockhand_w2
     fi
 
     # Before idle_memory, which restarts dockhand (and so its counters).
