@@ -56,6 +56,7 @@ pub mod config;
 pub mod connect;
 mod error;
 pub mod http1;
+mod kept_box;
 pub mod labels;
 pub mod limits;
 pub mod metrics;

@@ -1,10 +1,13 @@
 //! The small copies a request makes (its head, its upstream's response
 //! head, a header value dockhand writes, a short body frame), cut from one
 //! buffer the worker thread shares among them instead of one allocation
-//! each. A copy is a `Bytes` that counts a reference to its buffer; when
-//! the buffer is spent it is taken back whole if every copy of it is gone
-//! (the usual case: requests end), else a new one is started and the old
-//! one is freed with its last copy.
+//! each. A copy is a `Bytes` that counts a reference to its buffer. When
+//! the buffer is spent, the request under way still holds copies of it, so
+//! it is put aside and the buffer spent before it is taken back whole, if
+//! every copy of that one is gone (the usual case: its requests have
+//! ended); else a new one is started, and the oldest is freed with its last
+//! copy. A worker serving requests one after another so cuts every copy
+//! from the same two buffers.
 //!
 //! What this costs in memory: a copy that lives long (a streamed response's
 //! request head) keeps its whole buffer, `CHUNK_BYTES`, alive. Copies over
@@ -21,9 +24,32 @@ const CHUNK_BYTES: usize = 8 * 1024;
 /// The largest copy cut from the shared buffer.
 const MOST_SHARED: usize = CHUNK_BYTES / 4;
 
+/// A thread's buffers (empty before its first copy).
+#[derive(Default)]
+struct Buffers {
+    /// The unused end of the buffer copies are cut from.
+    spare: BytesMut,
+    /// The end of the buffer spent before it, kept to be taken back.
+    spent: BytesMut,
+}
+
+impl Buffers {
+    /// Makes room for a copy of `len` bytes (at most `CHUNK_BYTES`).
+    fn make_room(&mut self, len: usize) {
+        if self.spare.capacity() >= len || self.spare.try_reclaim(CHUNK_BYTES) {
+            return;
+        }
+        let fresh = if self.spent.try_reclaim(CHUNK_BYTES) {
+            std::mem::take(&mut self.spent)
+        } else {
+            BytesMut::with_capacity(CHUNK_BYTES)
+        };
+        self.spent = std::mem::replace(&mut self.spare, fresh);
+    }
+}
+
 thread_local! {
-    /// The unused end of this thread's buffer (empty before the first copy).
-    static SPARE: RefCell<BytesMut> = RefCell::new(BytesMut::new());
+    static BUFFERS: RefCell<Buffers> = RefCell::new(Buffers::default());
 }
 
 /// A copy of `bytes` (none is made of nothing, which would keep a buffer).
@@ -40,17 +66,15 @@ pub fn written(len: usize, write: impl FnOnce(&mut BytesMut)) -> Bytes {
     if len > MOST_SHARED {
         return written_alone(len, write);
     }
-    SPARE.with(|spare| {
+    BUFFERS.with(|buffers| {
         // Lent to one `write` at a time: a `write` that itself made a copy
-        // would find it lent, and its copy would be allocated alone.
-        let Ok(mut spare) = spare.try_borrow_mut() else {
+        // would find them lent, and its copy would be allocated alone.
+        let Ok(mut buffers) = buffers.try_borrow_mut() else {
             return written_alone(len, write);
         };
-        if spare.capacity() < len && !spare.try_reclaim(CHUNK_BYTES) {
-            *spare = BytesMut::with_capacity(CHUNK_BYTES);
-        }
-        write(&mut spare);
-        spare.split().freeze()
+        buffers.make_room(len);
+        write(&mut buffers.spare);
+        buffers.spare.split().freeze()
     })
 }
 

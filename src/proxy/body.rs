@@ -15,13 +15,14 @@ use super::error::Cause;
 use super::framing::ReadAhead;
 use super::idle::ActiveRequest;
 use super::response_body::UpstreamStream;
+use crate::kept_box::KeptBox;
 use crate::middleware::{Compressed, Encoder};
 use crate::upstream::InFlight;
 
 pub struct ProxyBody {
     inner: Inner,
     bytes_out: u64,
-    record: Option<Box<AccessRecord>>,
+    record: Option<KeptBox<AccessRecord>>,
     /// The request counts as in flight to its upstream until its body ends.
     _in_flight: Option<InFlight>,
     /// And as active on its client connection, which is not idle till then.
@@ -74,7 +75,7 @@ impl ProxyBody {
     }
 
     /// Attaches the access-log record written when this body is done or dropped.
-    pub fn with_record(mut self, record: Box<AccessRecord>) -> ProxyBody {
+    pub fn with_record(mut self, record: KeptBox<AccessRecord>) -> ProxyBody {
         self.record = Some(record);
         self
     }

@@ -28,6 +28,7 @@ use super::send_timeout::ClientCut;
 use super::to_https;
 use super::upgrade;
 use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
+use crate::kept_box::KeptBox;
 use crate::metrics::{LocationCounters, Metrics};
 use crate::middleware::{self, Asked, LocationMiddlewares, Refusal, RequestFacts, Verdict};
 use crate::resolve::ResolveHints;
@@ -66,7 +67,7 @@ pub async fn handle(
     client_cut: Arc<ClientCut>,
     request: Request<ClientIncoming>,
 ) -> Result<Response<ProxyBody>, Infallible> {
-    let mut record = Box::new(AccessRecord {
+    let mut record = KeptBox::new(AccessRecord {
         started: Instant::now(),
         client: peer.address,
         client_cut,

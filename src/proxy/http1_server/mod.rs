@@ -39,6 +39,7 @@ use crate::http1::{
     header_map, parse_request_head, request_facts, request_framing, BodyFraming, FieldSlots,
     FramingError, HeadError, RequestFraming, RequestHead, SharedHead,
 };
+use crate::kept_box::KeptBox;
 use crate::metrics::{ClientProtocol, OpenConnection};
 use crate::sync::lock;
 
@@ -183,8 +184,9 @@ pub async fn serve<S: ClientIo>(
         });
         asked.persistent &= !drain;
         // Boxed, once per request: an idle connection's task holds none
-        // of a request's state.
-        let kept = match Box::pin(exchange(client, &wire, request, asked, draining)).await {
+        // of a request's state (and the thread keeps the box's memory for
+        // its next request).
+        let kept = match KeptBox::pin(exchange(client, &wire, request, asked, draining)).await {
             Ok(persistent) => persistent,
             Err(error) => {
                 tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
