@@ -41,8 +41,18 @@ SHAPES = {
     "https_close": "HTTPS (TLS 1.3, ECDSA P-256), new TLS connection per request, 50 connections "
     "(wrk -t1 -c50 -H 'Connection: close'; wrk resumes the TLS session)",
 }
-SCALE_PEERS = {"dockhand_1host": "dockhand, 1 host", "dockhand_10k": "dockhand, 10,000 hosts"}
-WORKER_PEERS = {"dockhand_w2": "dockhand, 2 workers", "dockhand_w1": "dockhand, 1 worker"}
+# Shapes that compare two dockhand instances: their title, and the
+# instances' names, the one compared first.
+PAIRS = {
+    "scale": (
+        "Route table size: 10,000 hosts against 1 (HTTP/1.1 keep-alive, 50 connections)",
+        {"dockhand_10k": "dockhand, 10,000 hosts", "dockhand_1host": "dockhand, 1 host"},
+    ),
+    "workers": (
+        "Workers: 2 against 1, both on both CPUs (HTTP/1.1 keep-alive, 50 connections)",
+        {"dockhand_w2": "dockhand, 2 workers", "dockhand_w1": "dockhand, 1 worker"},
+    ),
+}
 
 
 def cpu_ticks(root):
@@ -405,29 +415,13 @@ def table(args):
         shape_runs = [r for r in runs if r["shape"] == shape]
         if shape_runs:
             sections.append(load_table(shape, title, shape_runs, PEERS, PEER_NAMES))
-    scale_runs = [r for r in runs if r["shape"] == "scale"]
-    if scale_runs:
-        sections.append(
-            load_table(
-                "scale",
-                "Route table size: 10,000 hosts against 1 (HTTP/1.1 keep-alive, 50 connections)",
-                scale_runs,
-                list(SCALE_PEERS)[::-1],
-                SCALE_PEERS,
+    for shape, (title, names) in PAIRS.items():
+        pair_runs = [r for r in runs if r["shape"] == shape]
+        if pair_runs:
+            sections.append(
+                load_table(shape, title, pair_runs, list(names), names)
+                + cpu_ratio_line(pair_runs, names, *names)
             )
-        )
-    worker_runs = [r for r in runs if r["shape"] == "workers"]
-    if worker_runs:
-        sections.append(
-            load_table(
-                "workers",
-                "Workers: 2 against 1, both on both CPUs (HTTP/1.1 keep-alive, 50 connections)",
-                worker_runs,
-                list(WORKER_PEERS),
-                WORKER_PEERS,
-            )
-            + cpu_ratio_line(worker_runs, WORKER_PEERS, *WORKER_PEERS)
-        )
     sections.append(memory_table([r for r in runs if r["shape"] == "idle_memory"]))
     sections.append(criterion_lines(args.criterion))
     print("\n".join(s for s in sections if s))

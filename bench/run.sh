@@ -619,6 +619,24 @@ run() {
     sleep 1
 }
 
+# side_by_side SHAPE INSTANCE...: SHAPE against dockhand INSTANCEs in turn,
+# ROUNDS times; those not running yet are started first and stopped after.
+side_by_side() {
+    local shape=$1 peer round started=()
+    shift
+    for peer in "$@"; do
+        [[ -n ${PID[$peer]:-} ]] && continue
+        start_peer "$peer"
+        check_peer "$peer"
+        started+=("$peer")
+    done
+    warm_up "$shape" "$@"
+    for round in $(seq "$ROUNDS"); do
+        for peer in "$@"; do run "$shape" "$peer" "$round"; done
+    done
+    for peer in "${started[@]}"; do stop_peer "$peer"; done
+}
+
 idle_memory() {
     local peer=$1
     local out=$WORK/runs/idle.$peer
@@ -877,27 +895,9 @@ main() {
         done
     done
 
-    if wanted scale "$SHAPES" && wanted dockhand "$PEERS"; then
-        start_peer dockhand_10k
-        check_peer dockhand_10k
-        warm_up scale dockhand_1host dockhand_10k
-        for round in $(seq "$ROUNDS"); do
-            for peer in dockhand_1host dockhand_10k; do run scale "$peer" "$round"; done
-        done
-        stop_peer dockhand_10k
-    fi
-
-    if wanted workers "$SHAPES" && wanted dockhand "$PEERS"; then
-        start_peer dockhand_w1
-        start_peer dockhand_w2
-        check_peer dockhand_w1
-        check_peer dockhand_w2
-        warm_up workers dockhand_w1 dockhand_w2
-        for round in $(seq "$ROUNDS"); do
-            for peer in dockhand_w1 dockhand_w2; do run workers "$peer" "$round"; done
-        done
-        stop_peer dockhand_w1
-        stop_peer dockhand_w2
+    if wanted dockhand "$PEERS"; then
+        if wanted scale "$SHAPES"; then side_by_side scale dockhand_1host dockhand_10k; fi
+        if wanted workers "$SHAPES"; then side_by_side workers dockhand_w1 dockhand_w2; fi
     fi
 
     # Before idle_memory, which restarts dockhand (and so its counters).
