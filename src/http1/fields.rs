@@ -10,6 +10,7 @@ use std::mem::MaybeUninit;
 
 use bytes::Bytes;
 
+use super::header_names::header_name;
 use super::{arena, header_maps, MAX_HEADERS};
 
 /// One field line: its name and its value (without surrounding whitespace),
@@ -204,7 +205,7 @@ pub fn header_map<'a>(
 ) -> Result<http::HeaderMap, InvalidField> {
     let mut headers = header_maps::take(capacity);
     for field in fields {
-        let name = http::HeaderName::from_bytes(field.name).map_err(|_| InvalidField)?;
+        let name = header_name(field.name).map_err(|_| InvalidField)?;
         let value = http::HeaderValue::from_maybe_shared(head.slice(field.value))
             .map_err(|_| InvalidField)?;
         headers.append(name, value);

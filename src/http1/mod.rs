@@ -8,7 +8,8 @@
 //! into one buffer for one `write` (`head_writer`); the read buffers a
 //! worker thread lends its connections while bytes are in flight
 //! (`buffers`), the buffer it cuts a request's small copies from
-//! (`arena`) and the header maps it keeps for its requests (`header_maps`).
+//! (`arena`), the header maps it keeps for its requests (`header_maps`) and
+//! the custom header names it has met (`header_names`).
 //!
 //! Nothing here knows routing, sockets or hyper: the connection loop that
 //! reads, routes and forwards is built on these parts. Every parser is
@@ -23,6 +24,7 @@ pub mod fields;
 pub mod framing;
 pub mod head_writer;
 pub mod header_maps;
+pub mod header_names;
 pub mod request_head;
 pub mod response_head;
 pub mod trailers;

@@ -19,23 +19,30 @@ static HOP_BY_HOP: [HeaderName; 7] = [
 ];
 
 /// Removes `Connection`, every header it names, and the fixed hop-by-hop set.
+/// Allocates nothing: the names are looked up as the text they are.
 pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
     // Most heads carry none of them: one pass over their names costs less
     // than a lookup of each of the seven.
     if !headers.keys().any(|name| HOP_BY_HOP.contains(name)) {
         return;
     }
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|value| value.to_str().ok())
-            .flat_map(|value| value.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
-            headers.remove(name);
+    // One `Connection` line at a time, held apart (a reference count, not a
+    // copy) while the names it lists are removed. Removing `Connection`
+    // itself is left to the end, so that every line of it is read.
+    let mut line = 0;
+    while let Some(listed) = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .nth(line)
+        .cloned()
+    {
+        let names = listed.to_str().unwrap_or_default().split(',');
+        for name in names.map(str::trim) {
+            if !name.eq_ignore_ascii_case(header::CONNECTION.as_str()) {
+                headers.remove(name);
+            }
         }
+        line += 1;
     }
     for name in &HOP_BY_HOP {
         headers.remove(name);
@@ -88,5 +95,20 @@ mod tests {
         assert_eq!(map.len(), 2, "{map:?}");
         assert_eq!(map["x-kept"], "yes");
         assert_eq!(map["trailer"], "x-checksum");
+    }
+
+    #[test]
+    fn every_connection_line_is_read_whatever_it_lists() {
+        let mut map = header_map(&[
+            // Naming `Connection` itself must not hide the lines after it.
+            ("connection", "Connection, X-First,, not a name"),
+            ("connection", " x-second ,close"),
+            ("x-first", "1"),
+            ("x-second", "2"),
+            ("x-kept", "yes"),
+        ]);
+        remove_hop_by_hop(&mut map);
+        assert_eq!(map.len(), 1, "{map:?}");
+        assert_eq!(map["x-kept"], "yes");
     }
 }
