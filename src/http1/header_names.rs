@@ -8,10 +8,11 @@
 //! upstreams send), and hands out clones of them, which share their bytes.
 //! Other names are made as the `http` crate makes them.
 //!
-//! A thread keeps at most `MOST_KEPT` names; when it has that many, it
-//! forgets them all and starts again, so that a client sending new names
-//! all the time costs it an allocation per name, as without the cache, and
-//! never more memory.
+//! A thread keeps at most `MOST_KEPT` names, none longer than
+//! `LONGEST_KEPT` bytes; when it has that many, it forgets them all and
+//! starts again, so that a client sending new names all the time costs it
+//! an allocation per name, as without the cache, and at most some tens of
+//! KiB.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,6 +22,9 @@ use http::header::{HeaderName, InvalidHeaderName};
 /// The most names a thread keeps.
 const MOST_KEPT: usize = 256;
 
+/// The longest name kept (custom names in use are far shorter).
+const LONGEST_KEPT: usize = 40;
+
 thread_local! {
     /// The names met, by their bytes as they came (in their case).
     static KEPT: RefCell<HashMap<Box<[u8]>, HeaderName>> = RefCell::new(HashMap::new());
@@ -29,7 +33,7 @@ thread_local! {
 /// `bytes` as a header name: a kept one, or a new one (then kept, if it is
 /// of the kind kept).
 pub fn header_name(bytes: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
-    if !usually_custom(bytes) {
+    if bytes.len() > LONGEST_KEPT || !usually_custom(bytes) {
         return HeaderName::from_bytes(bytes);
     }
     let kept = KEPT.try_with(|kept| kept.borrow().get(bytes).cloned());
@@ -92,6 +96,13 @@ mod tests {
             http::header::CONTENT_TYPE
         );
         assert_eq!(header_name(b"Priority").unwrap().as_str(), "priority");
+        assert_eq!(kept_count(), 0);
+    }
+
+    #[test]
+    fn a_long_name_is_not_kept() {
+        let long = format!("x-{}", "a".repeat(LONGEST_KEPT));
+        assert_eq!(header_name(long.as_bytes()).unwrap().as_str(), long);
         assert_eq!(kept_count(), 0);
     }
 
