@@ -41,18 +41,21 @@ SHAPES = {
     "https_close": "HTTPS (TLS 1.3, ECDSA P-256), new TLS connection per request, 50 connections "
     "(wrk -t1 -c50 -H 'Connection: close'; wrk resumes the TLS session)",
 }
-# Shapes that compare two dockhand instances: their title, and the
-# instances' names, the one compared first.
-PAIRS = {
-    "scale": (
-        "Route table size: 10,000 hosts against 1 (HTTP/1.1 keep-alive, 50 connections)",
-        {"dockhand_10k": "dockhand, 10,000 hosts", "dockhand_1host": "dockhand, 1 host"},
-    ),
-    "workers": (
-        "Workers: 2 against 1, both on both CPUs (HTTP/1.1 keep-alive, 50 connections)",
-        {"dockhand_w2": "dockhand, 2 workers", "dockhand_w1": "dockhand, 1 worker"},
-    ),
-}
+
+def pairs(scale_hosts):
+    """Shapes that compare two dockhand instances: their title, and the
+    instances' names, the one compared first."""
+    hosts = f"{scale_hosts:,} hosts"
+    return {
+        "scale": (
+            f"Route table size: {hosts} against 1 (HTTP/1.1 keep-alive, 50 connections)",
+            {"dockhand_10k": f"dockhand, {hosts}", "dockhand_1host": "dockhand, 1 host"},
+        ),
+        "workers": (
+            "Workers: 2 against 1, both on both CPUs (HTTP/1.1 keep-alive, 50 connections)",
+            {"dockhand_w2": "dockhand, 2 workers", "dockhand_w1": "dockhand, 1 worker"},
+        ),
+    }
 
 
 def cpu_ticks(root):
@@ -415,7 +418,7 @@ def table(args):
         shape_runs = [r for r in runs if r["shape"] == shape]
         if shape_runs:
             sections.append(load_table(shape, title, shape_runs, PEERS, PEER_NAMES))
-    for shape, (title, names) in PAIRS.items():
+    for shape, (title, names) in pairs(args.scale_hosts).items():
         pair_runs = [r for r in runs if r["shape"] == shape]
         if pair_runs:
             sections.append(
@@ -450,6 +453,7 @@ def main():
     tab = commands.add_parser("table")
     tab.add_argument("raw")
     tab.add_argument("--criterion", help="criterion's output folder for route_table")
+    tab.add_argument("--scale-hosts", type=int, default=10_000, help="hosts in the large route table")
     args = parser.parse_args()
     if args.command == "cpu-ticks":
         print(cpu_ticks(args.pid))

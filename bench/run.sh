@@ -801,7 +801,7 @@ EOF
     fi
     if wanted scale "$SHAPES"; then
         cat <<EOF
-- Route table size: the 10,000 extra hosts are exact names (\`h{i}.scale.test\`) sharing the
+- Route table size: the $SCALE_HOSTS extra hosts are exact names (\`h{i}.scale.test\`) sharing the
   benchmark's upstream; requests go to the benchmark host. The two dockhand instances
   alternate, $ROUNDS round(s) of ${DURATION} s.
 EOF
@@ -910,7 +910,7 @@ main() {
     fi
 
     local tables
-    tables=$(python3 "$BENCH_DIR/results.py" table "$RAW" "${criterion[@]}")
+    tables=$(python3 "$BENCH_DIR/results.py" table "$RAW" --scale-hosts "$SCALE_HOSTS" "${criterion[@]}")
     { header; echo; echo "$tables"; metrics_check_section; footer; } | tee "$RESULTS_FILE"
     log "written to $RESULTS_FILE"
     if [[ $METRICS_CHECK != passed ]]; then

@@ -103,6 +103,34 @@ struct Blocks {
 /// A thread's kept blocks; they go back to the allocator when it ends.
 struct Kept(Vec<Blocks>);
 
+impl Kept {
+    /// A kept block for `layout`, if there is one.
+    fn take(&mut self, layout: Layout) -> Option<NonNull<u8>> {
+        let blocks = self.0.iter_mut().find(|blocks| blocks.layout == layout)?;
+        blocks.free.pop()
+    }
+
+    /// Keeps `block`, unless enough of its size are kept already (or of as
+    /// many sizes): then it is the caller's to free.
+    fn keep(&mut self, block: NonNull<u8>, layout: Layout) -> bool {
+        let index = match self.0.iter().position(|blocks| blocks.layout == layout) {
+            Some(index) => index,
+            None if self.0.len() < MOST_SIZES => {
+                let free = Vec::new();
+                self.0.push(Blocks { layout, free });
+                self.0.len() - 1
+            }
+            None => return false,
+        };
+        let free = &mut self.0[index].free;
+        let room = free.len() < MOST_KEPT_PER_SIZE;
+        if room {
+            free.push(block);
+        }
+        room
+    }
+}
+
 impl Drop for Kept {
     fn drop(&mut self) {
         for blocks in &self.0 {
@@ -124,15 +152,8 @@ fn take_block(layout: Layout) -> NonNull<u8> {
     if layout.size() == 0 {
         return aligned_dangling(layout);
     }
-    let kept = KEPT
-        .try_with(|kept| {
-            let mut kept = kept.borrow_mut();
-            let blocks = kept.0.iter_mut().find(|blocks| blocks.layout == layout)?;
-            blocks.free.pop()
-        })
-        .ok()
-        .flatten();
-    kept.unwrap_or_else(|| {
+    let kept = KEPT.try_with(|kept| kept.borrow_mut().take(layout));
+    kept.ok().flatten().unwrap_or_else(|| {
         // SAFETY: the layout's size is not zero.
         let block = unsafe { alloc::alloc(layout) };
         NonNull::new(block).unwrap_or_else(|| alloc::handle_alloc_error(layout))
@@ -147,26 +168,7 @@ fn give_block(block: NonNull<u8>, layout: Layout) {
     }
     let kept = layout.size() <= LARGEST_KEPT
         && KEPT
-            .try_with(|kept| {
-                let mut kept = kept.borrow_mut();
-                let index = match kept.0.iter().position(|blocks| blocks.layout == layout) {
-                    Some(index) => index,
-                    None if kept.0.len() < MOST_SIZES => {
-                        kept.0.push(Blocks {
-                            layout,
-                            free: Vec::new(),
-                        });
-                        kept.0.len() - 1
-                    }
-                    None => return false,
-                };
-                let free = &mut kept.0[index].free;
-                if free.len() >= MOST_KEPT_PER_SIZE {
-                    return false;
-                }
-                free.push(block);
-                true
-            })
+            .try_with(|kept| kept.borrow_mut().keep(block, layout))
             .unwrap_or(false);
     if !kept {
         // SAFETY: the block was allocated with this layout (its size is
