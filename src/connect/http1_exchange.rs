@@ -1,6 +1,6 @@
 //! One HTTP/1.1 exchange with an upstream address, done by the task of the
 //! request itself: a connection from this worker thread's idle pool (or a
-//! new one), the request head written from its pieces with one `writev`,
+//! new one), the request head gathered into one buffer for one `write`,
 //! the body streamed (while the answer is watched for: an upstream may
 //! answer before it has read everything), the response head parsed by
 //! `http1`, and the response body read by `http1_body`, which puts the
@@ -15,6 +15,7 @@
 //! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
 //! came back, the upstream had the request: it is never sent again.
 
+use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 
@@ -53,41 +54,47 @@ enum RequestEncoding {
 
 /// Sends `request` to `address` and reads the response head. The URI's
 /// authority is the address (the shared HTTP/1.1 pool's requests).
-pub async fn exchange<B>(
-    connector: &Connector,
+///
+/// The request is made ready here and the future holds it once: an `async
+/// fn` would keep its argument and the copy it makes of it side by side
+/// for as long as it runs.
+pub fn exchange<B>(
+    connector: Connector,
     address: SocketAddr,
     mut request: Request<B>,
-) -> Result<Response<Http1Body>, ExchangeError>
+) -> impl Future<Output = Result<Response<Http1Body>, ExchangeError>> + Send + 'static
 where
-    B: Body<Data = Bytes> + Unpin + Send + 'static,
+    B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
     B::Error: Into<Cause> + Send,
 {
     let encoding = frame(&mut request);
     // The body is taken by the try that sends it (there is no other: only
     // a bodyless request is sent again), and may outlive the exchange.
     let mut request = request.map(Some);
-    let mut kept = check_out(address);
-    loop {
-        let reused = kept.is_some();
-        let connection = match kept.take() {
-            Some(connection) => connection,
-            // Boxed: opening is rare once connections are kept, and its
-            // future (a TLS handshake's included) is large to carry in
-            // every request's.
-            None => Box::pin(connector.connect(request.uri())).await?,
-        };
-        match send_on(connection, address, &mut request, encoding).await {
-            // Sent again only without a body: the first try consumed none.
-            Err(error)
-                if reused
-                    && encoding == RequestEncoding::None
-                    && error.allows_resending(request.method()) =>
-            {
-                tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
-            }
-            result => {
-                header_maps::give_back(std::mem::take(request.headers_mut()));
-                return result;
+    async move {
+        let mut kept = check_out(address);
+        loop {
+            let reused = kept.is_some();
+            let connection = match kept.take() {
+                Some(connection) => connection,
+                // Boxed: opening is rare once connections are kept, and its
+                // future (a TLS handshake's included) is large to carry in
+                // every request's.
+                None => Box::pin(connector.connect(request.uri())).await?,
+            };
+            match send_on(connection, address, &mut request, encoding).await {
+                // Sent again only without a body: the first try consumed none.
+                Err(error)
+                    if reused
+                        && encoding == RequestEncoding::None
+                        && error.allows_resending(request.method()) =>
+                {
+                    tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
+                }
+                result => {
+                    header_maps::give_back(std::mem::take(request.headers_mut()));
+                    return result;
+                }
             }
         }
     }

@@ -159,12 +159,11 @@ where
                 (Http1Engine::Own, Destination::Address(address))
                     if !request.headers().contains_key(header::UPGRADE) =>
                 {
-                    let connector = self.http1_connector.clone();
-                    let address = *address;
-                    return Either::Left(async move {
-                        let response = exchange(&connector, address, request).await?;
-                        Ok(response.map(UpstreamIncoming::Http1))
-                    });
+                    return Either::Left(
+                        exchange(self.http1_connector.clone(), *address, request)
+                            .map_ok(|response| response.map(UpstreamIncoming::Http1))
+                            .map_err(SendError::Http1),
+                    );
                 }
                 _ => self.http1.clone(),
             }

@@ -5,10 +5,12 @@
 //! (WebSocket) the location allows are spliced here (`upgrade` decides).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::client_body::ClientIncoming;
+use futures_util::FutureExt;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Request, Response, StatusCode, Uri};
 
@@ -20,6 +22,7 @@ use super::client_identity::{set_client_identity, PeerInfo, Scheme};
 use super::error::{find_source, ErrorKind, ProxyError};
 use super::forward_auth::{self, AuthAnswer};
 use super::framing;
+use super::head_wait::{HeadWait, Waited};
 use super::headers;
 use super::host;
 use super::local_answer;
@@ -61,214 +64,232 @@ pub struct ProxyState {
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.
-pub async fn handle(
+///
+/// Not an `async fn`, nor is `handle_inner`: an `async fn` keeps its
+/// argument and the copy it makes of it side by side, and the request is
+/// the largest of them; the block holds it once.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would hold the request twice"
+)]
+pub fn handle(
     state: Arc<ProxyState>,
     peer: Arc<PeerInfo>,
     client_cut: Arc<ClientCut>,
     request: Request<ClientIncoming>,
-) -> Result<Response<ProxyBody>, Infallible> {
-    let mut record = KeptBox::new(AccessRecord {
-        started: Instant::now(),
-        client: peer.address,
-        client_cut,
-        method: request.method().clone(),
-        host: host::claimed(&request),
-        uri: request.uri().clone(),
-        status: StatusCode::OK,
-        location: None,
-        upstream: None,
-        attempt: 0,
-        upstream_ms: None,
-        error: None,
-        cause: None,
-        counters: state.metrics.unmatched().clone(),
-    });
-    let response = match local_answer::acme_challenge(&state.tls, &peer, &request).await {
-        Some(answer) => answer,
-        None => match handle_inner(&state, &peer, request, &mut record).await {
-            Ok(response) => response,
-            Err(error) => {
-                state.metrics.error(error.reason());
-                if let Some(feature) = error.refused_by() {
-                    state
-                        .metrics
-                        .refused(record.counters.host().clone(), feature);
+) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'static {
+    async move {
+        let mut record = KeptBox::new(AccessRecord {
+            started: Instant::now(),
+            client: peer.address,
+            client_cut,
+            method: request.method().clone(),
+            host: host::claimed(&request),
+            uri: request.uri().clone(),
+            status: StatusCode::OK,
+            location: None,
+            upstream: None,
+            attempt: 0,
+            upstream_ms: None,
+            error: None,
+            cause: None,
+            counters: state.metrics.unmatched().clone(),
+        });
+        let response = match local_answer::acme_challenge(&state.tls, &peer, &request).await {
+            Some(answer) => answer,
+            None => match handle_inner(&state, &peer, request, &mut record).await {
+                Ok(response) => response,
+                Err(error) => {
+                    state.metrics.error(error.reason());
+                    if let Some(feature) = error.refused_by() {
+                        state
+                            .metrics
+                            .refused(record.counters.host().clone(), feature);
+                    }
+                    record.error = Some(error.reason());
+                    record.cause = error.cause_text();
+                    error.into_response(ProxyBody::message)
                 }
-                record.error = Some(error.reason());
-                record.cause = error.cause_text();
-                error.into_response(ProxyBody::message)
-            }
-        },
-    };
-    record.status = response.status();
-    Ok(response.map(|body| body.with_record(record)))
+            },
+        };
+        record.status = response.status();
+        Ok(response.map(|body| body.with_record(record)))
+    }
 }
 
-async fn handle_inner(
-    state: &ProxyState,
-    peer: &PeerInfo,
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would hold the request twice (see `handle`)"
+)]
+fn handle_inner<'a>(
+    state: &'a ProxyState,
+    peer: &'a PeerInfo,
     mut request: Request<ClientIncoming>,
-    record: &mut AccessRecord,
-) -> Result<Response<ProxyBody>, ProxyError> {
-    framing::check_request_codings(request.headers())?;
-    let host = host::requested(&request)?;
-    if header_bytes(&request) > MAX_HEADER_BYTES {
-        return Err(ErrorKind::HeadersTooLarge.into());
-    }
-    let mut buffer = [0; MAX_HOST_LEN];
-    let client_uri = record.uri.clone();
-    let asked_upgrade = upgrade::asked(request.headers());
-    let wanted = Wanted {
-        host: host::match_key(&host, &mut buffer)?,
-        uri: &client_uri,
-        upgrade: asked_upgrade.as_ref(),
-        deadline: tokio::time::Instant::now() + state.upstream_wait,
-    };
-    if let Some(redirect) = redirect_to_https(state, peer, &host, &wanted, record) {
-        return Ok(redirect);
-    }
-    let looked = look(state, &wanted)?;
-    let mut answer_rules = match looked.middlewares {
-        Some(guarded) => {
-            record.location = Some(guarded.location.clone());
-            record.counters = guarded.counters.clone();
-            let facts = RequestFacts {
-                client: peer.client_ip(request.headers()),
-                method: request.method(),
-                scheme: peer.scheme.as_str(),
-                host: &host,
-                uri: &client_uri,
-                headers: request.headers(),
-            };
-            // Boxed: only locations with middlewares carry its state.
-            let asked = match Box::pin(before_upstream(&guarded, peer, &facts, state)).await? {
-                Ahead::Forward(asked) => asked,
-                Ahead::Answer(answer) => return Ok(answer),
-            };
-            Some((guarded, asked))
+    record: &'a mut AccessRecord,
+) -> impl Future<Output = Result<Response<ProxyBody>, ProxyError>> + Send + 'a {
+    async move {
+        framing::check_request_codings(request.headers())?;
+        let host = host::requested(&request)?;
+        if header_bytes(&request) > MAX_HEADER_BYTES {
+            return Err(ErrorKind::HeadersTooLarge.into());
         }
-        None => None,
-    };
-    let chosen = match looked.chosen {
-        Some(chosen) => Some(chosen),
-        None => choose_endpoint(state, &wanted).await?,
-    };
-    let Some((first, route)) = chosen else {
-        return Err(nothing_to_serve(state, &wanted, record));
-    };
-    record.location = Some(route.location.clone());
-    record.counters = route.counters.clone();
-
-    let client_upgrade = route
-        .upgrade
-        .is_some()
-        .then(|| hyper::upgrade::on(&mut request));
-    let (mut parts, body) = request.into_parts();
-    if let Some((guarded, asked)) = &mut answer_rules {
-        if asked.rules.strip_authorization {
-            parts.headers.remove(header::AUTHORIZATION);
-        }
-        if let Some((auth, allowed)) = guarded.forward_auth.as_ref().zip(asked.allowed.take()) {
-            forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
-        }
-    }
-    prepare_head(
-        &mut parts.headers,
-        peer,
-        host.clone(),
-        route.upgrade.clone(),
-    );
-    let bodyless = http_body::Body::is_end_stream(&body);
-    let head = Head {
-        method: parts.method,
-        path: route.path.clone(),
-        headers: parts.headers,
-    };
-    let mut sending = Sending::new(
-        body,
-        bodyless,
-        &head.method,
-        &route,
-        state.client_body_timeout,
-    )
-    .await
-    .inspect_err(|error| record.log_failed_try(&route.location, error))?;
-    let mut tries = Tries::new(&route);
-
-    let mut endpoint = first;
-    let (response, in_flight) = loop {
-        record.upstream = Some(endpoint.clone());
-        record.attempt += 1;
-        let in_flight = endpoint.state.start_request();
-        let request = head.request_to(&endpoint, sending.body_for_try());
-        let sent_at = Instant::now();
-        let result = send(state, &endpoint, request, &sending).await;
-        record.upstream_ms = result
-            .is_ok()
-            .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
-        if let Err(error) = &result {
-            record.log_failed_try(&route.location, error);
-        }
-        let again = match &result {
-            Ok(response) => tries.after_answer(&route, &sending, &head.method, response.status()),
-            // The client's fault: not the upstream's, nor worth another try.
-            Err(error) if error.is_client_fault() => Again::No,
-            Err(error) => {
-                note_failure(state, &endpoint, error);
-                tries.after_failure(&route, &sending, &head.method, error)
-            }
+        let mut buffer = [0; MAX_HOST_LEN];
+        let client_uri = record.uri.clone();
+        let asked_upgrade = upgrade::asked(request.headers());
+        let wanted = Wanted {
+            host: host::match_key(&host, &mut buffer)?,
+            uri: &client_uri,
+            upgrade: asked_upgrade.as_ref(),
+            deadline: tokio::time::Instant::now() + state.upstream_wait,
         };
-        if !matches!(again, Again::No) {
-            tries.tried.push(endpoint.clone());
+        if let Some(redirect) = redirect_to_https(state, peer, &host, &wanted, record) {
+            return Ok(redirect);
         }
-        let next = match again {
-            Again::No => None,
-            // A body an upstream may have read can't be sent again (and
-            // one it has not started reading is taken back from it).
-            _ if !sending.can_resend() => None,
-            Again::Retry => pick_now(&state.router, &wanted, &tries.tried)?,
-            Again::Follow => {
-                let pause = tries.next_follow_pause();
-                follow_after_failure(state, &wanted, &tries.tried, pause).await?
+        let looked = look(state, &wanted)?;
+        let mut answer_rules = match looked.middlewares {
+            Some(guarded) => {
+                record.location = Some(guarded.location.clone());
+                record.counters = guarded.counters.clone();
+                let facts = RequestFacts {
+                    client: peer.client_ip(request.headers()),
+                    method: request.method(),
+                    scheme: peer.scheme.as_str(),
+                    host: &host,
+                    uri: &client_uri,
+                    headers: request.headers(),
+                };
+                // Boxed: only locations with middlewares carry its state.
+                let asked = match Box::pin(before_upstream(&guarded, peer, &facts, state)).await? {
+                    Ahead::Forward(asked) => asked,
+                    Ahead::Answer(answer) => return Ok(answer),
+                };
+                Some((guarded, asked))
             }
+            None => None,
         };
-        match next {
-            Some(next) => {
-                state.metrics.retry(match &result {
-                    Ok(_) => "status",
-                    Err(error) => error.reason(),
-                });
-                tracing::debug!(failed = %endpoint, next = %next, "request sent again");
-                endpoint = next;
-            }
-            None => break (result?, in_flight),
-        }
-    };
+        let chosen = match looked.chosen {
+            Some(chosen) => Some(chosen),
+            None => choose_endpoint(state, &wanted).await?,
+        };
+        let Some((first, route)) = chosen else {
+            return Err(nothing_to_serve(state, &wanted, record));
+        };
+        record.location = Some(route.location.clone());
+        record.counters = route.counters.clone();
 
-    // Refused answers are logged as the upstream's fault.
-    let (mut response, switched_to) = checked_answer(&route, response, state.upstream_timeout)
+        let client_upgrade = route
+            .upgrade
+            .is_some()
+            .then(|| hyper::upgrade::on(&mut request));
+        let (mut parts, body) = request.into_parts();
+        if let Some((guarded, asked)) = &mut answer_rules {
+            if asked.rules.strip_authorization {
+                parts.headers.remove(header::AUTHORIZATION);
+            }
+            if let Some((auth, allowed)) = guarded.forward_auth.as_ref().zip(asked.allowed.take()) {
+                forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
+            }
+        }
+        prepare_head(
+            &mut parts.headers,
+            peer,
+            host.clone(),
+            route.upgrade.clone(),
+        );
+        let bodyless = http_body::Body::is_end_stream(&body);
+        let head = Head {
+            method: parts.method,
+            path: route.path.clone(),
+            headers: parts.headers,
+        };
+        let mut sending = Sending::new(
+            body,
+            bodyless,
+            &head.method,
+            &route,
+            state.client_body_timeout,
+        )
+        .await
         .inspect_err(|error| record.log_failed_try(&route.location, error))?;
-    headers::remove_hop_by_hop(response.headers_mut());
-    to_https::set_hsts(peer, route.hsts.as_ref(), response.headers_mut());
-    if let Some((guarded, asked)) = &answer_rules {
-        middleware::on_response(&guarded.middlewares, &asked.rules, response.headers_mut());
+        let mut tries = Tries::new(&route);
+
+        let mut endpoint = first;
+        let (response, in_flight) = loop {
+            record.upstream = Some(endpoint.clone());
+            record.attempt += 1;
+            let in_flight = endpoint.state.start_request();
+            let request = head.request_to(&endpoint, sending.body_for_try());
+            let sent_at = Instant::now();
+            let result = send(state, &endpoint, request, &sending).await;
+            record.upstream_ms = result
+                .is_ok()
+                .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
+            if let Err(error) = &result {
+                record.log_failed_try(&route.location, error);
+            }
+            let again = match &result {
+                Ok(response) => {
+                    tries.after_answer(&route, &sending, &head.method, response.status())
+                }
+                // The client's fault: not the upstream's, nor worth another try.
+                Err(error) if error.is_client_fault() => Again::No,
+                Err(error) => {
+                    note_failure(state, &endpoint, error);
+                    tries.after_failure(&route, &sending, &head.method, error)
+                }
+            };
+            if !matches!(again, Again::No) {
+                tries.tried.push(endpoint.clone());
+            }
+            let next = match again {
+                Again::No => None,
+                // A body an upstream may have read can't be sent again (and
+                // one it has not started reading is taken back from it).
+                _ if !sending.can_resend() => None,
+                Again::Retry => pick_now(&state.router, &wanted, &tries.tried)?,
+                Again::Follow => {
+                    let pause = tries.next_follow_pause();
+                    follow_after_failure(state, &wanted, &tries.tried, pause).await?
+                }
+            };
+            match next {
+                Some(next) => {
+                    state.metrics.retry(match &result {
+                        Ok(_) => "status",
+                        Err(error) => error.reason(),
+                    });
+                    tracing::debug!(failed = %endpoint, next = %next, "request sent again");
+                    endpoint = next;
+                }
+                None => break (result?, in_flight),
+            }
+        };
+
+        // Refused answers are logged as the upstream's fault.
+        let (mut response, switched_to) = checked_answer(&route, response, state.upstream_timeout)
+            .inspect_err(|error| record.log_failed_try(&route.location, error))?;
+        headers::remove_hop_by_hop(response.headers_mut());
+        to_https::set_hsts(peer, route.hsts.as_ref(), response.headers_mut());
+        if let Some((guarded, asked)) = &answer_rules {
+            middleware::on_response(&guarded.middlewares, &asked.rules, response.headers_mut());
+        }
+        if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
+            upgrade::set_upgrade(response.headers_mut(), protocol);
+            let upstream_upgrade = hyper::upgrade::on(&mut response);
+            tokio::spawn(upgrade::splice(
+                client_upgrade,
+                upstream_upgrade,
+                endpoint.state.start_request(),
+            ));
+        }
+        let encoder = answer_rules.as_ref().and_then(|(_, asked)| {
+            middleware::compression(&asked.rules, response.status(), response.headers_mut())
+        });
+        Ok(response.map(|body| match encoder {
+            Some(encoder) => ProxyBody::compressed(body, encoder, in_flight),
+            None => ProxyBody::upstream(body, in_flight),
+        }))
     }
-    if let (Some(client_upgrade), Some(protocol)) = (client_upgrade, switched_to) {
-        upgrade::set_upgrade(response.headers_mut(), protocol);
-        let upstream_upgrade = hyper::upgrade::on(&mut response);
-        tokio::spawn(upgrade::splice(
-            client_upgrade,
-            upstream_upgrade,
-            endpoint.state.start_request(),
-        ));
-    }
-    let encoder = answer_rules.as_ref().and_then(|(_, asked)| {
-        middleware::compression(&asked.rules, response.status(), response.headers_mut())
-    });
-    Ok(response.map(|body| match encoder {
-        Some(encoder) => ProxyBody::compressed(body, encoder, in_flight),
-        None => ProxyBody::upstream(body, in_flight),
-    }))
 }
 
 /// The `308` to HTTPS for a plain-HTTP request whose host has a
@@ -545,30 +566,26 @@ fn find<'t>(table: &'t RouteTable, wanted: &Wanted<'_>) -> Result<&'t Location, 
 
 /// Sends one try. A failure while the client's body failed is the
 /// client's; an upstream is not timed out while it may be waiting for the
-/// client's body (`--client-body-timeout` ends that wait).
-async fn send(
-    state: &ProxyState,
+/// client's body (`--client-body-timeout` ends that wait). Not an `async
+/// fn`, so that the try's future is held once (`head_wait`).
+fn send<'a>(
+    state: &'a ProxyState,
     endpoint: &Endpoint,
     request: Request<UpstreamBody>,
-    sending: &Sending,
-) -> Result<UpstreamResponse, ProxyError> {
-    let mut sent = std::pin::pin!(state.client.send(endpoint, request));
-    loop {
-        return match tokio::time::timeout(state.upstream_timeout, &mut sent).await {
-            // The upstream may be waiting for the same bytes: the client's
-            // own timeout decides, or the bytes come and the wait starts over.
-            Err(_) if sending.waits_on_client() => continue,
-            Err(_) => Err(ProxyError::new(
-                ErrorKind::UpstreamTimeout,
-                format!(
-                    "no response head within {:?} (--upstream-timeout)",
-                    state.upstream_timeout
-                ),
-            )),
-            Ok(Err(error)) => Err(sending.client_failure().unwrap_or_else(|| classify(error))),
-            Ok(Ok(response)) => Ok(response),
-        };
-    }
+    sending: &'a Sending,
+) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + 'a {
+    let sent = state.client.send(endpoint, request);
+    let limit = state.upstream_timeout;
+    HeadWait::new(sent, limit, || sending.waits_on_client()).map(move |waited| match waited {
+        Waited::Sent(Ok(response)) => Ok(response),
+        Waited::Sent(Err(error)) => {
+            Err(sending.client_failure().unwrap_or_else(|| classify(error)))
+        }
+        Waited::TimedOut => Err(ProxyError::new(
+            ErrorKind::UpstreamTimeout,
+            format!("no response head within {limit:?} (--upstream-timeout)"),
+        )),
+    })
 }
 
 /// Size of the request head as sent: each header line with its `: ` and CRLF.

@@ -19,6 +19,7 @@ mod error;
 mod forward;
 mod forward_auth;
 mod framing;
+mod head_wait;
 mod headers;
 mod host;
 mod http1_server;

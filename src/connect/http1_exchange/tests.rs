@@ -160,7 +160,7 @@ async fn a_request_head_is_written_as_given_and_the_connection_is_reused() {
         Upstream::start(|_, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")).await;
     let connector = connector();
     for path in ["/a?x=1", "/b"] {
-        let response = exchange(&connector, upstream.address, get(&upstream, path))
+        let response = exchange(connector.clone(), upstream.address, get(&upstream, path))
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
@@ -182,7 +182,7 @@ async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are
     .await;
     let connector = connector();
     for _ in 0..2 {
-        let response = exchange(&connector, upstream.address, get(&upstream, "/"))
+        let response = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
@@ -209,11 +209,11 @@ async fn a_kept_connection_the_upstream_closed_is_replaced_for_a_bodyless_reques
     // again (an upstream's keep-alive timeout, just as it is reused).
     let upstream = Upstream::start(answers_then_closes_on_reuse).await;
     let connector = connector();
-    let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let first = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(first).await.0, "a");
-    let second = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let second = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(second).await.0, "b");
@@ -230,7 +230,7 @@ async fn a_body_without_a_length_is_read_until_close_and_the_connection_not_kept
     let connector = connector();
     // The upstream keeps its end open after answering: what it sent is the
     // body so far, and dockhand waits for more or the close.
-    let response = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let response = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(response.version(), http::Version::HTTP_10);
@@ -239,7 +239,7 @@ async fn a_body_without_a_length_is_read_until_close_and_the_connection_not_kept
     assert_eq!(first, "until close");
     assert!(!body.is_end_stream());
     drop(body);
-    let again = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let again = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     drop(again);
@@ -264,7 +264,7 @@ async fn a_streamed_body_of_unknown_length_is_sent_chunked_with_its_declared_tra
         .header("trailer", "checksum")
         .body(StreamBody::new(futures_util::stream::iter(frames)))
         .unwrap();
-    let response = exchange(&connector(), upstream.address, request)
+    let response = exchange(connector(), upstream.address, request)
         .await
         .unwrap();
     assert_eq!(response.status(), 204);
@@ -299,7 +299,7 @@ async fn an_answer_before_the_whole_body_is_read_is_the_answer() {
         .unwrap();
     let response = tokio::time::timeout(
         Duration::from_secs(20),
-        exchange(&connector(), address, request),
+        exchange(connector(), address, request),
     )
     .await
     .expect("the answer is not held behind the body")
@@ -310,7 +310,7 @@ async fn an_answer_before_the_whole_body_is_read_is_the_answer() {
 #[tokio::test]
 async fn what_is_not_an_http_response_or_too_large_a_head_is_told_apart() {
     let garbage = Upstream::start(|_, _| Some(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")).await;
-    let error = exchange(&connector(), garbage.address, get(&garbage, "/"))
+    let error = exchange(connector(), garbage.address, get(&garbage, "/"))
         .await
         .unwrap_err();
     assert!(matches!(error, ExchangeError::NotHttp(_)), "{error:?}");
@@ -329,7 +329,7 @@ async fn what_is_not_an_http_response_or_too_large_a_head_is_told_apart() {
         }))
     })
     .await;
-    let error = exchange(&connector(), huge.address, get(&huge, "/"))
+    let error = exchange(connector(), huge.address, get(&huge, "/"))
         .await
         .unwrap_err();
     assert!(matches!(error, ExchangeError::HeadTooLarge), "{error:?}");
@@ -356,16 +356,16 @@ async fn a_connection_with_bytes_after_the_body_or_a_body_left_unread_is_not_kep
     })
     .await;
     let connector = connector();
-    let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let first = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(first).await.0, "ok");
     // Dropped before its end, as when the client goes away.
-    let unread = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let unread = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     drop(unread);
-    let last = exchange(&connector, upstream.address, get(&upstream, "/"))
+    let last = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(last).await.0, "0123456789");
@@ -404,11 +404,11 @@ async fn a_request_is_not_sent_again_once_part_of_an_answer_came_back() {
     for cut in cuts {
         let upstream = Upstream::start(cut).await;
         let connector = connector();
-        let first = exchange(&connector, upstream.address, get(&upstream, "/"))
+        let first = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .unwrap();
         assert_eq!(body_of(first).await.0, "a");
-        let error = exchange(&connector, upstream.address, get(&upstream, "/"))
+        let error = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .expect_err("the cut answer is the outcome");
         assert!(matches!(error, ExchangeError::CutAnswer(_)), "{error:?}");
@@ -432,11 +432,11 @@ async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
             .body(Full::new(Bytes::new()))
             .unwrap()
     };
-    let first = exchange(&connector, upstream.address, post())
+    let first = exchange(connector.clone(), upstream.address, post())
         .await
         .unwrap();
     assert_eq!(body_of(first).await.0, "a");
-    let error = exchange(&connector, upstream.address, post())
+    let error = exchange(connector.clone(), upstream.address, post())
         .await
         .expect_err("the close is the outcome");
     assert!(matches!(error, ExchangeError::Closed), "{error:?}");
@@ -477,7 +477,7 @@ fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
             .uri(format!("http://{address}/"))
             .body(Full::new(Bytes::new()))
             .unwrap();
-        let response = exchange(&connector(), address, request).await.unwrap();
+        let response = exchange(connector(), address, request).await.unwrap();
         assert_eq!(
             body_of(response).await.0,
             "ok",
@@ -519,12 +519,12 @@ async fn a_connection_that_switched_protocols_or_became_a_tunnel_is_not_kept() {
             .header("host", "app.test")
             .body(Full::new(Bytes::new()))
             .unwrap();
-        let switched = exchange(&connector, upstream.address, request)
+        let switched = exchange(connector.clone(), upstream.address, request)
             .await
             .unwrap();
         assert!(switched.body().is_end_stream(), "{method}: no body");
         drop(switched);
-        let next = exchange(&connector, upstream.address, get(&upstream, "/"))
+        let next = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .unwrap();
         assert_eq!(body_of(next).await.0, "new", "{method}");
@@ -558,7 +558,7 @@ async fn trailers_that_must_come_before_the_content_are_not_sent() {
         .uri(format!("http://{}/upload", upstream.address))
         .body(StreamBody::new(futures_util::stream::iter(frames)))
         .unwrap();
-    let response = exchange(&connector(), upstream.address, request)
+    let response = exchange(connector(), upstream.address, request)
         .await
         .unwrap();
     assert_eq!(response.status(), 204);
@@ -621,7 +621,7 @@ async fn a_request_body_is_still_sent_after_an_early_response_head() {
             receive.poll_recv(cx)
         })))
         .unwrap();
-    let response = exchange(&connector(), address, request).await.unwrap();
+    let response = exchange(connector(), address, request).await.unwrap();
     let body = tokio::time::timeout(Duration::from_secs(10), body_of(response))
         .await
         .expect("the body's end came and the answer ended");

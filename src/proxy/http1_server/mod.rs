@@ -211,16 +211,20 @@ async fn exchange<S: ClientIo>(
     draining: &watch::Receiver<()>,
 ) -> std::io::Result<bool> {
     // Pinned where they are, so that `until_gone` is handed a pointer,
-    // not a copy of the whole (large) future.
-    let answered = std::pin::pin!(handle(
-        client.state.clone(),
-        client.peer.clone(),
-        client.cut.clone(),
-        request,
-    ));
-    let response = match until_gone(wire, answered).await? {
-        Ok(response) => response,
-        Err(never) => match never {},
+    // not a copy of the whole (large) future; and the handler's ends with
+    // its block, so that the writing's takes its place instead of being
+    // laid out beside it.
+    let response = {
+        let answered = std::pin::pin!(handle(
+            client.state.clone(),
+            client.peer.clone(),
+            client.cut.clone(),
+            request,
+        ));
+        match until_gone(wire, answered).await? {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
     };
     // A server that started draining meanwhile closes after this response.
     asked.persistent &= !draining.has_changed().unwrap_or(true);
