@@ -7,7 +7,7 @@
 //! another thread gives its block to that thread), a bounded number per
 //! size, and none larger than `LARGEST_KEPT`. The most a worker keeps is
 //! what its largest burst of requests at once needed: for a request's
-//! future (about 9 KiB), 9 MiB after 1,024 requests at once.
+//! future (about 5 KiB), 5 MiB after 1,024 requests at once.
 //!
 //! The one place of the crate with `unsafe` code: a block is memory the
 //! box owns, written once by `new` and read in place until `drop`, exactly
