@@ -430,6 +430,50 @@ fn routes_survive_a_docker_daemon_restart() {
     );
 }
 
+/// The provider subscribes to events before it lists the containers, and
+/// the engine is asked for them when the stream is first read, after the
+/// list: a container started in between (as compose starts its services
+/// while dockhand lists) must still come through the stream, or it stays a
+/// 503 until the next relist.
+#[test]
+fn a_container_started_before_the_event_stream_is_read_comes_through_it() {
+    use dockhand::provider::docker::{BollardApi, DockerApi, EventAction};
+    use dockhand::settings::DockerHost;
+    use futures_util::StreamExt;
+
+    let run = TestRun::new("events-replayed");
+    let network = run.network("net");
+    let socket = docker_socket_path().expect("the engine on a unix socket");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let api = BollardApi::connect(&DockerHost::Unix(socket))
+            .await
+            .expect("the engine answers");
+        let mut events = api.events();
+        // `docker start` returns once the container runs.
+        let backend = run.backend("late").network(&network).run();
+        let seen = tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(event) = events.next().await {
+                let event = event.expect("the stream stays up");
+                if event.container == backend.id && event.action == EventAction::Start {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(
+            seen,
+            Ok(true),
+            "the start of {} before the stream was read came through it",
+            backend.name
+        );
+    });
+}
+
 #[test]
 fn the_compose_example_answers_through_dockhand() {
     let run = TestRun::new("compose-example");

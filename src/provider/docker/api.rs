@@ -13,6 +13,7 @@ use std::io;
 use std::net::IpAddr;
 use std::os::unix::fs::MetadataExt;
 use std::pin::Pin;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bollard::query_parameters::{
     EventsOptionsBuilder, InspectContainerOptions, ListContainersOptionsBuilder,
@@ -233,6 +234,46 @@ impl BollardApi {
     pub(crate) fn docker(&self) -> &Docker {
         &self.docker
     }
+
+    /// The engine's events of these types from a few seconds before the
+    /// call on. bollard asks the engine only when the stream is first
+    /// polled, after the provider has listed; without `since`, what
+    /// changed during the list would be missed until the next relist (a
+    /// container started then stayed a 503). An event seen twice costs one
+    /// inspect more. The time is this machine's clock: an engine elsewhere
+    /// whose clock lags by more than the margin is caught up by the relist.
+    pub(crate) fn events_of(
+        &self,
+        types: &[&str],
+    ) -> impl Stream<Item = Result<bollard::models::EventMessage, DockerError>> + Send + 'static
+    {
+        let filters = HashMap::from([("type", types.to_vec())]);
+        let options = EventsOptionsBuilder::new()
+            .filters(&filters)
+            .since(&unix_time_string(
+                SystemTime::now()
+                    .checked_sub(EVENTS_REPLAYED)
+                    .unwrap_or(UNIX_EPOCH),
+            ))
+            .build();
+        self.docker
+            .events(Some(options))
+            .map(|message| message.map_err(DockerError::Api))
+    }
+}
+
+/// How far before a subscription the engine replays events: the time a
+/// list and its inspects take, and a clock a little off.
+const EVENTS_REPLAYED: Duration = Duration::from_secs(5);
+
+/// A time as the Engine API's `since` takes it: Unix seconds and nanoseconds.
+fn unix_time_string(time: SystemTime) -> String {
+    let since_epoch = time.duration_since(UNIX_EPOCH).unwrap_or_default();
+    format!(
+        "{}.{:09}",
+        since_epoch.as_secs(),
+        since_epoch.subsec_nanos()
+    )
 }
 
 impl DockerApi for BollardApi {
@@ -261,17 +302,9 @@ impl DockerApi for BollardApi {
     }
 
     fn events(&self) -> EventStream {
-        let filters = HashMap::from([("type", vec!["container", "network"])]);
-        let options = EventsOptionsBuilder::new().filters(&filters).build();
         let stream = self
-            .docker
-            .events(Some(options))
-            .filter_map(|message| async move {
-                match message {
-                    Ok(message) => event_from_message(message).map(Ok),
-                    Err(error) => Some(Err(DockerError::Api(error))),
-                }
-            });
+            .events_of(&["container", "network"])
+            .filter_map(|message| async move { message.map(event_from_message).transpose() });
         Box::pin(stream)
     }
 }
@@ -335,6 +368,13 @@ mod tests {
 
     fn unix(path: &Path) -> DockerHost {
         DockerHost::Unix(path.to_owned())
+    }
+
+    #[test]
+    fn since_is_unix_seconds_with_nanoseconds() {
+        let time = UNIX_EPOCH + Duration::new(1_700_000_000, 5_000);
+        assert_eq!(unix_time_string(time), "1700000000.000005000");
+        assert_eq!(unix_time_string(UNIX_EPOCH), "0.000000000");
     }
 
     fn io_failure(kind: io::ErrorKind) -> bollard::errors::Error {

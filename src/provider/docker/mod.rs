@@ -158,7 +158,8 @@ pub async fn follow<A: DockerApi>(
     router: &Router,
     dns: &dyn Dns,
 ) -> DockerError {
-    // Subscribe before listing, so nothing between the two is missed.
+    // Subscribed before listing, with the engine replaying the seconds
+    // before (`BollardApi::events_of`): nothing between the two is missed.
     let mut events = api.events();
     if let Err(error) = learn_own_networks(api, settings, state).await {
         return error;

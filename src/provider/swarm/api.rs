@@ -9,9 +9,7 @@ use std::future::Future;
 use std::net::IpAddr;
 
 use bollard::models::{Service, Task, TaskState};
-use bollard::query_parameters::{
-    EventsOptionsBuilder, ListNetworksOptions, ListServicesOptions, ListTasksOptions,
-};
+use bollard::query_parameters::{ListNetworksOptions, ListServicesOptions, ListTasksOptions};
 use futures_util::StreamExt;
 
 use crate::labels::ServiceRef;
@@ -100,17 +98,9 @@ impl SwarmApi for BollardApi {
     }
 
     fn swarm_events(&self) -> SwarmEventStream {
-        let filters = HashMap::from([("type", vec!["service", "node", "container"])]);
-        let options = EventsOptionsBuilder::new().filters(&filters).build();
         let stream = self
-            .docker()
-            .events(Some(options))
-            .filter_map(|message| async move {
-                match message {
-                    Ok(message) => swarm_event(message).map(Ok),
-                    Err(error) => Some(Err(DockerError::Api(error))),
-                }
-            });
+            .events_of(&["service", "node", "container"])
+            .filter_map(|message| async move { message.map(swarm_event).transpose() });
         Box::pin(stream)
     }
 }

@@ -110,7 +110,8 @@ pub async fn follow<A: SwarmApi>(
     router: &Router,
     dns: &dyn Dns,
 ) -> DockerError {
-    // Subscribe before listing, so nothing between the two is missed.
+    // Subscribed before listing, with the engine replaying the seconds
+    // before (`BollardApi::events_of`): nothing between the two is missed.
     let mut events = api.swarm_events();
     if let Err(error) = learn_own_context(api, settings, &mut state.context).await {
         return error;
