@@ -4,6 +4,8 @@
 
 use http::header::{self, HeaderMap, HeaderName};
 
+use crate::http1::fields::list_items;
+
 /// `HTTP2-Settings` travels only with `Upgrade: h2c`, and is as
 /// connection-specific as the rest (RFC 7540 §3.2.1). `Trailer` is not
 /// here: it is end-to-end (RFC 9110 §6.6.2), and an HTTP/1.1 sender sends
@@ -36,8 +38,9 @@ pub fn remove_hop_by_hop(headers: &mut HeaderMap) {
         .nth(line)
         .cloned()
     {
-        let names = listed.to_str().unwrap_or_default().split(',');
-        for name in names.map(str::trim) {
+        for name in list_items(listed.as_bytes()) {
+            // Items are visible ASCII, so always text.
+            let name = std::str::from_utf8(name).unwrap_or_default();
             if !name.eq_ignore_ascii_case(header::CONNECTION.as_str()) {
                 headers.remove(name);
             }
@@ -54,9 +57,8 @@ pub fn accepts_trailers(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::TE)
         .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(','))
-        .any(|token| token.trim().eq_ignore_ascii_case("trailers"))
+        .flat_map(|value| list_items(value.as_bytes()))
+        .any(|token| token.eq_ignore_ascii_case(b"trailers"))
 }
 
 /// A header map of `pairs`, for the proxy's unit tests.
