@@ -9,7 +9,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use http::{HeaderValue, Method, StatusCode, Uri};
 
@@ -24,6 +24,7 @@ pub const TARGET: &str = "dockhand::access";
 const FAILURE_TARGET: &str = "dockhand::proxy";
 
 pub struct AccessRecord {
+    /// When the request came (tokio's clock: its deadlines are reckoned from it).
     pub started: Instant,
     pub client: SocketAddr,
     /// Set if the client's connection is cut for not reading.

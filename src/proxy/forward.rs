@@ -7,7 +7,9 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::client_body::ClientIncoming;
 use futures_util::FutureExt;
@@ -140,7 +142,8 @@ fn handle_inner<'a>(
             host: host::match_key(&host, &mut buffer)?,
             uri: &client_uri,
             upgrade: asked_upgrade.as_ref(),
-            deadline: tokio::time::Instant::now() + state.upstream_wait,
+            // From the request's start, read once for the record.
+            deadline: record.started + state.upstream_wait,
         };
         if let Some(redirect) = redirect_to_https(state, peer, &host, &wanted, record) {
             return Ok(redirect);
@@ -220,7 +223,7 @@ fn handle_inner<'a>(
             let in_flight = endpoint.state.start_request();
             let request = head.request_to(&endpoint, sending.body_for_try());
             let sent_at = Instant::now();
-            let result = send(state, &endpoint, request, &sending).await;
+            let result = send(state, &endpoint, request, &sending, sent_at).await;
             record.upstream_ms = result
                 .is_ok()
                 .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
@@ -329,7 +332,7 @@ struct Wanted<'a> {
     /// The protocols the client asks to switch to: the location says which
     /// are forwarded.
     upgrade: Option<&'a HeaderValue>,
-    deadline: tokio::time::Instant,
+    deadline: Instant,
 }
 
 /// A failed connect counts against the endpoint's health, and makes the
@@ -487,7 +490,7 @@ async fn choose_endpoint(
             }
             Some(changes) => changes,
         };
-        let now = tokio::time::Instant::now();
+        let now = Instant::now();
         let wake = match looked.has_names {
             true => (now + NAME_RETRY_INTERVAL).min(wanted.deadline),
             false => wanted.deadline,
@@ -533,7 +536,7 @@ async fn follow_after_failure(
     if untried.is_some() {
         return Ok(untried);
     }
-    let now = tokio::time::Instant::now();
+    let now = Instant::now();
     if now >= wanted.deadline {
         return Ok(None);
     }
@@ -573,18 +576,21 @@ fn send<'a>(
     endpoint: &Endpoint,
     request: Request<UpstreamBody>,
     sending: &'a Sending,
+    sent_at: Instant,
 ) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + 'a {
     let sent = state.client.send(endpoint, request);
     let limit = state.upstream_timeout;
-    HeadWait::new(sent, limit, || sending.waits_on_client()).map(move |waited| match waited {
-        Waited::Sent(Ok(response)) => Ok(response),
-        Waited::Sent(Err(error)) => {
-            Err(sending.client_failure().unwrap_or_else(|| classify(error)))
+    HeadWait::new(sent, sent_at + limit, limit, || sending.waits_on_client()).map(move |waited| {
+        match waited {
+            Waited::Sent(Ok(response)) => Ok(response),
+            Waited::Sent(Err(error)) => {
+                Err(sending.client_failure().unwrap_or_else(|| classify(error)))
+            }
+            Waited::TimedOut => Err(ProxyError::new(
+                ErrorKind::UpstreamTimeout,
+                format!("no response head within {limit:?} (--upstream-timeout)"),
+            )),
         }
-        Waited::TimedOut => Err(ProxyError::new(
-            ErrorKind::UpstreamTimeout,
-            format!("no response head within {limit:?} (--upstream-timeout)"),
-        )),
     })
 }
 

@@ -10,7 +10,7 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::{sleep, Instant, Sleep};
+use tokio::time::{sleep_until, Instant, Sleep};
 
 /// How the wait ended.
 #[derive(Debug)]
@@ -38,10 +38,17 @@ pin_project! {
 }
 
 impl<F, W> HeadWait<F, W> {
-    pub fn new(sent: F, limit: Duration, waits_on_client: W) -> HeadWait<F, W> {
+    /// The first wait ends at `first_deadline` (the try's start plus
+    /// `limit`, from a clock the caller read already).
+    pub fn new(
+        sent: F,
+        first_deadline: Instant,
+        limit: Duration,
+        waits_on_client: W,
+    ) -> HeadWait<F, W> {
         HeadWait {
             sent,
-            deadline: sleep(limit),
+            deadline: sleep_until(first_deadline),
             limit,
             waits_on_client,
         }
@@ -80,14 +87,20 @@ mod tests {
             tokio::time::sleep(LIMIT / 2).await;
             "head"
         };
-        let waited = HeadWait::new(sent, LIMIT, || false).await;
+        let waited = HeadWait::new(sent, Instant::now() + LIMIT, LIMIT, || false).await;
         assert!(matches!(waited, Waited::Sent("head")));
     }
 
     #[tokio::test(start_paused = true)]
     async fn no_head_within_the_limit_times_out() {
         let started = Instant::now();
-        let waited = HeadWait::new(std::future::pending::<()>(), LIMIT, || false).await;
+        let waited = HeadWait::new(
+            std::future::pending::<()>(),
+            Instant::now() + LIMIT,
+            LIMIT,
+            || false,
+        )
+        .await;
         assert!(matches!(waited, Waited::TimedOut));
         assert_eq!(started.elapsed(), LIMIT);
     }
@@ -101,7 +114,13 @@ mod tests {
             asked.get() <= 2
         };
         let started = Instant::now();
-        let waited = HeadWait::new(std::future::pending::<()>(), LIMIT, waits_on_client).await;
+        let waited = HeadWait::new(
+            std::future::pending::<()>(),
+            Instant::now() + LIMIT,
+            LIMIT,
+            waits_on_client,
+        )
+        .await;
         assert!(matches!(waited, Waited::TimedOut));
         assert_eq!(started.elapsed(), LIMIT * 3);
 
@@ -114,7 +133,7 @@ mod tests {
             tokio::time::sleep(LIMIT * 4 - Duration::from_millis(1)).await;
             "late head"
         };
-        let waited = HeadWait::new(sent, LIMIT, waits_on_client).await;
+        let waited = HeadWait::new(sent, Instant::now() + LIMIT, LIMIT, waits_on_client).await;
         assert!(matches!(waited, Waited::Sent("late head")));
         assert_eq!(
             asked.get(),
