@@ -130,7 +130,11 @@ pub async fn serve<S: ClientIo>(
         (header_deadline.as_mut()).reset(Instant::now() + client.header_read_timeout);
         let first = number == 0;
         let next = loop {
+            // The request first, and no random order drawn: a head that
+            // came is served, and the two waits are looked at only while
+            // none has.
             tokio::select! {
+                biased;
                 next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
                 () = &mut header_deadline => break None,
                 () = &mut drained, if !drain => {
@@ -186,7 +190,9 @@ pub async fn serve<S: ClientIo>(
         // Boxed, once per request: an idle connection's task holds none
         // of a request's state (and the thread keeps the box's memory for
         // its next request).
-        let kept = match KeptBox::pin(exchange(client, &wire, request, asked, draining)).await {
+        let kept = match KeptBox::pin_with(|| exchange(client, &wire, request, asked, draining))
+            .await
+        {
             Ok(persistent) => persistent,
             Err(error) => {
                 tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
