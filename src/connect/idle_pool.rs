@@ -60,7 +60,12 @@ pub struct IdleLimits {
 /// One worker's idle connections, by destination.
 pub struct IdlePool<K, C> {
     limits: IdleLimits,
-    idle: HashMap<K, Vec<Kept<C>>>,
+    /// Hashed with foldhash, not std's SipHash: looked up twice per request
+    /// (check out, check in), where SipHash of an address cost about as
+    /// much as the rest of the pool's work. The keys are upstream
+    /// addresses, which a client does not choose, so no defence against
+    /// crafted collisions is needed here.
+    idle: HashMap<K, Vec<Kept<C>>, foldhash::fast::RandomState>,
 }
 
 struct Kept<C> {
@@ -72,7 +77,7 @@ impl<K: Hash + Eq, C: Reusable> IdlePool<K, C> {
     pub fn new(limits: IdleLimits) -> IdlePool<K, C> {
         IdlePool {
             limits,
-            idle: HashMap::new(),
+            idle: HashMap::default(),
         }
     }
 
