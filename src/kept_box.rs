@@ -49,33 +49,22 @@ impl<T> Unpin for KeptBox<T> {}
 
 impl<T> KeptBox<T> {
     pub fn new(value: T) -> KeptBox<T> {
-        KeptBox::new_with(|| value)
-    }
-
-    /// The value `make` makes, made into the block: inlined, the compiler
-    /// writes a large future where it stays instead of making it on the
-    /// stack and copying it over.
-    #[inline(always)]
-    fn new_with(make: impl FnOnce() -> T) -> KeptBox<T> {
         let block = take_block(Layout::new::<T>()).cast::<T>();
         // SAFETY: the block is valid for writes of a `T` and aligned for it
-        // (it has `T`'s layout), and nothing else refers to it. (Should
-        // `make` panic, the block is leaked, never read.)
-        unsafe { block.as_ptr().write(make()) };
+        // (it has `T`'s layout), and nothing else refers to it.
+        unsafe { block.as_ptr().write(value) };
         KeptBox {
             value: block,
             _owns: PhantomData,
         }
     }
 
-    /// A pinned box, as `Box::pin`: for futures polled in place. The
-    /// future is `make`'s, made in the box.
-    #[inline(always)]
-    pub fn pin_with(make: impl FnOnce() -> T) -> Pin<KeptBox<T>> {
-        // SAFETY: the value stays where `new_with` wrote it until `drop`
-        // drops it in place, and the box gives out no way to move it but
-        // `DerefMut`, which `Pin` withholds.
-        unsafe { Pin::new_unchecked(KeptBox::new_with(make)) }
+    /// A pinned box, as `Box::pin`: for futures polled in place.
+    pub fn pin(value: T) -> Pin<KeptBox<T>> {
+        // SAFETY: the value stays where `new` wrote it until `drop` drops it
+        // in place, and the box gives out no way to move it but `DerefMut`,
+        // which `Pin` withholds.
+        unsafe { Pin::new_unchecked(KeptBox::new(value)) }
     }
 }
 
@@ -277,7 +266,7 @@ mod tests {
 
     #[test]
     fn a_pinned_future_runs_in_its_block() {
-        let mut future = KeptBox::pin_with(|| async { 6 * 7 });
+        let mut future = KeptBox::pin(async { 6 * 7 });
         let mut cx = Context::from_waker(Waker::noop());
         assert_eq!(future.as_mut().poll(&mut cx), Poll::Ready(42));
     }

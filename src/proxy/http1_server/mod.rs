@@ -190,9 +190,7 @@ pub async fn serve<S: ClientIo>(
         // Boxed, once per request: an idle connection's task holds none
         // of a request's state (and the thread keeps the box's memory for
         // its next request).
-        let kept = match KeptBox::pin_with(|| exchange(client, &wire, request, asked, draining))
-            .await
-        {
+        let kept = match KeptBox::pin(exchange(client, &wire, request, asked, draining)).await {
             Ok(persistent) => persistent,
             Err(error) => {
                 tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
