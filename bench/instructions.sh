@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# User-space instructions per keep-alive request of a dockhand binary, counted
+# by callgrind: a figure a shared, noisy machine does not disturb, for
+# comparing builds a few percent apart (requests/s can't show that here).
+#
+#   bench/instructions.sh target/release/dockhand [REQUESTS]
+#
+# On 127.0.0.1: a backend (its own nginx instance, `return 200`) on port
+# BASE_PORT, dockhand under callgrind in front of it on BASE_PORT+1 (admin
+# +2), and h2load sending REQUESTS (default 20,000) HTTP/1.1 requests over 50
+# keep-alive connections after 2,000 unmeasured ones. Only those REQUESTS are
+# counted (callgrind's instrumentation is switched on around them). Needs
+# valgrind, nginx and h2load (nghttp2-client).
+set -euo pipefail
+
+bin=$1
+requests=${2:-20000}
+base=${BASE_PORT:-22080}
+work=$(mktemp -d)
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+mkdir -p "$work/logs"
+cat >"$work/nginx.conf" <<CONF
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    server { listen 127.0.0.1:$base; location / { return 200 "hello from the backend\n"; } }
+}
+CONF
+nginx -e "$work/logs/error.log" -p "$work" -c "$work/nginx.conf" &
+pids+=($!)
+echo "{\"host\":{\"bench.test\":{\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$base\":{}}}}}}}" >"$work/routes.json"
+valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
+    "$bin" --no-docker --routes "$work/routes.json" \
+    --http-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))" \
+    --workers 1 --log-level warn >"$work/dockhand.log" 2>&1 &
+dockhand=$!
+pids+=("$dockhand")
+
+url="http://127.0.0.1:$((base + 1))/"
+load() { h2load --h1 -n "$1" -c 50 -t 1 -H ':authority: bench.test' "$url"; }
+for _ in $(seq 1 100); do
+    curl -sf -o /dev/null -H 'Host: bench.test' "$url" && break
+    sleep 0.3
+done
+load 2000 >/dev/null
+callgrind_control -i on "$dockhand" >/dev/null
+summary=$(load "$requests" | grep '^requests:')
+callgrind_control -i off "$dockhand" >/dev/null
+kill "$dockhand"
+wait "$dockhand" 2>/dev/null || true
+case $summary in
+*" $requests succeeded"*) ;;
+*) echo "not every request succeeded: $summary" >&2; exit 1 ;;
+esac
+total=$(callgrind_annotate "$work/callgrind.out" | awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')
+echo "$bin: $((total / requests)) instructions per request ($total over $requests requests)"
