@@ -580,8 +580,8 @@ fn send<'a>(
 ) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + 'a {
     let sent = state.client.send(endpoint, request);
     let limit = state.upstream_timeout;
-    HeadWait::new(sent, sent_at + limit, limit, || sending.waits_on_client()).map(move |waited| {
-        match waited {
+    HeadWait::new(sent, sent_at, limit, || sending.waits_on_client()).map(
+        move |waited| match waited {
             Waited::Sent(Ok(response)) => Ok(response),
             Waited::Sent(Err(error)) => {
                 Err(sending.client_failure().unwrap_or_else(|| classify(error)))
@@ -590,8 +590,8 @@ fn send<'a>(
                 ErrorKind::UpstreamTimeout,
                 format!("no response head within {limit:?} (--upstream-timeout)"),
             )),
-        }
-    })
+        },
+    )
 }
 
 /// Size of the request head as sent: each header line with its `: ` and CRLF.

@@ -38,17 +38,12 @@ pin_project! {
 }
 
 impl<F, W> HeadWait<F, W> {
-    /// The first wait ends at `first_deadline` (the try's start plus
-    /// `limit`, from a clock the caller read already).
-    pub fn new(
-        sent: F,
-        first_deadline: Instant,
-        limit: Duration,
-        waits_on_client: W,
-    ) -> HeadWait<F, W> {
+    /// The first wait ends `limit` after `started`, the try's start as
+    /// the caller read it already.
+    pub fn new(sent: F, started: Instant, limit: Duration, waits_on_client: W) -> HeadWait<F, W> {
         HeadWait {
             sent,
-            deadline: sleep_until(first_deadline),
+            deadline: sleep_until(started + limit),
             limit,
             waits_on_client,
         }
@@ -87,19 +82,16 @@ mod tests {
             tokio::time::sleep(LIMIT / 2).await;
             "head"
         };
-        let waited = HeadWait::new(sent, Instant::now() + LIMIT, LIMIT, || false).await;
+        let waited = HeadWait::new(sent, Instant::now(), LIMIT, || false).await;
         assert!(matches!(waited, Waited::Sent("head")));
     }
 
     #[tokio::test(start_paused = true)]
     async fn no_head_within_the_limit_times_out() {
         let started = Instant::now();
-        let waited = HeadWait::new(
-            std::future::pending::<()>(),
-            Instant::now() + LIMIT,
-            LIMIT,
-            || false,
-        )
+        let waited = HeadWait::new(std::future::pending::<()>(), Instant::now(), LIMIT, || {
+            false
+        })
         .await;
         assert!(matches!(waited, Waited::TimedOut));
         assert_eq!(started.elapsed(), LIMIT);
@@ -116,7 +108,7 @@ mod tests {
         let started = Instant::now();
         let waited = HeadWait::new(
             std::future::pending::<()>(),
-            Instant::now() + LIMIT,
+            Instant::now(),
             LIMIT,
             waits_on_client,
         )
@@ -133,7 +125,7 @@ mod tests {
             tokio::time::sleep(LIMIT * 4 - Duration::from_millis(1)).await;
             "late head"
         };
-        let waited = HeadWait::new(sent, Instant::now() + LIMIT, LIMIT, waits_on_client).await;
+        let waited = HeadWait::new(sent, Instant::now(), LIMIT, waits_on_client).await;
         assert!(matches!(waited, Waited::Sent("late head")));
         assert_eq!(
             asked.get(),

@@ -10,8 +10,8 @@ use crate::http1::fields::list_items;
 /// connection-specific as the rest (RFC 7540 §3.2.1). `Trailer` is not
 /// here: it is end-to-end (RFC 9110 §6.6.2), and an HTTP/1.1 sender sends
 /// only the trailers it names.
-/// As text: a name's is compared by its length first, so the one pass over
-/// a head's names costs a few instructions a name.
+/// Kept as text: comparing two strings looks at their lengths first, so
+/// the one pass over a head's names costs a few instructions a name.
 static HOP_BY_HOP: [&str; 7] = [
     "connection",
     "http2-settings",
