@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use tokio::signal::unix::{signal, SignalKind};
-use tracing_subscriber::filter::{filter_fn, Targets};
+use tracing_subscriber::filter::{filter_fn, FilterExt, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{fmt, EnvFilter, Layer};
@@ -161,6 +161,15 @@ fn healthcheck(flags: &Flags, settings: &Settings) -> ExitCode {
 /// gets every one of them, whatever `--log-level` says). Fails only when
 /// the access-log file can't be opened.
 fn init_logging(flags: &Flags) -> Result<(), String> {
+    logging(flags)?.init();
+    Ok(())
+}
+
+/// The subscriber `init_logging` installs. The access file's layer is
+/// added only when there is a file: an absent layer (`Option::None`) counts
+/// as one that wants every event, and would have every event on the request
+/// path built, whatever the level, only for the other layer to drop it.
+fn logging(flags: &Flags) -> Result<tracing::Dispatch, String> {
     let filter = EnvFilter::try_new(&flags.log_level).unwrap_or_else(|error| {
         eprintln!(
             "invalid --log-level {:?} ({error}); using info",
@@ -188,9 +197,9 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
     let access_on_stdout = flags.access_log == AccessLog::Stdout;
     let not_access =
         filter_fn(move |event| access_on_stdout || !event.target().starts_with(ACCESS_LOG_TARGET));
-    let stdout = formatted(fmt::layer(), format)
-        .with_filter(filter)
-        .with_filter(not_access);
+    // One filter, both conditions in it: a filtered layer inside another
+    // counts as wanting every event, so each one would be built.
+    let stdout = formatted(fmt::layer(), format).with_filter(filter.and(not_access));
     // A file gets JSON lines unless text was asked for by name.
     let file_format = match flags.log_format {
         Some(LogFormat::Pretty) => LogFormat::Pretty,
@@ -201,11 +210,11 @@ fn init_logging(flags: &Flags) -> Result<(), String> {
         formatted(layer, file_format)
             .with_filter(Targets::new().with_target(ACCESS_LOG_TARGET, tracing::Level::INFO))
     });
-    tracing_subscriber::registry()
-        .with(stdout)
-        .with(access)
-        .init();
-    Ok(())
+    let stdout_only = tracing_subscriber::registry().with(stdout);
+    Ok(match access {
+        Some(access) => stdout_only.with(access).into(),
+        None => stdout_only.into(),
+    })
 }
 
 /// `layer` in the chosen format.
@@ -222,5 +231,57 @@ where
     match format {
         LogFormat::Json => layer.json().flatten_event(true).boxed(),
         LogFormat::Pretty => layer.boxed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    /// Runs `check` under the subscriber made from these flags.
+    fn under<T>(args: &[&str], check: fn() -> T) -> T {
+        let flags = Flags::try_parse_from([&["dockhand"], args].concat()).unwrap();
+        tracing::dispatcher::with_default(&logging(&flags).unwrap(), check)
+    }
+
+    // Whether an event of each kind would be built.
+    fn warning() -> bool {
+        tracing::enabled!(target: "dockhand::proxy", Level::WARN)
+    }
+    fn debug() -> bool {
+        tracing::enabled!(target: "dockhand::proxy", Level::DEBUG)
+    }
+    fn access() -> bool {
+        tracing::enabled!(target: ACCESS_LOG_TARGET, Level::INFO)
+    }
+
+    #[test]
+    fn events_below_the_log_level_are_not_built() {
+        for access_log in ["off", "stdout"] {
+            let flags = ["--log-level", "warn", "--access-log", access_log];
+            assert!(under(&flags, warning), "--access-log {access_log}");
+            assert!(!under(&flags, debug), "--access-log {access_log}");
+            assert!(!under(&flags, access), "--access-log {access_log}");
+        }
+    }
+
+    #[test]
+    fn access_events_follow_the_access_log_flag() {
+        assert!(under(&["--log-level", "info"], access));
+        assert!(!under(
+            &["--log-level", "info", "--access-log", "off"],
+            access
+        ));
+        let file = std::env::temp_dir().join(format!("dockhand-access-{}.log", std::process::id()));
+        let to_file = [
+            "--log-level",
+            "warn",
+            "--access-log",
+            file.to_str().unwrap(),
+        ];
+        assert!(under(&to_file, access));
+        assert!(!under(&to_file, debug));
+        let _ = std::fs::remove_file(file);
     }
 }
