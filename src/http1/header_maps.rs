@@ -40,11 +40,28 @@ pub fn give_back(mut map: HeaderMap) {
     });
 }
 
+/// A copy of `map`, in a kept map with room for `more` fields besides.
+/// The fields are in the order iterating `map` gives them (each name's
+/// values together), the order a head is written in.
+pub fn copy_of(map: &HeaderMap, more: usize) -> HeaderMap {
+    let mut copy = take(map.len() + more);
+    for (name, value) in map {
+        copy.append(name.clone(), value.clone());
+    }
+    copy
+}
+
 #[cfg(test)]
 mod tests {
-    use http::header::{HeaderValue, HOST};
+    use http::header::{HeaderValue, ACCEPT, HOST};
 
     use super::*;
+
+    fn fields(map: &HeaderMap) -> Vec<(String, String)> {
+        map.iter()
+            .map(|(name, value)| (name.to_string(), value.to_str().unwrap().to_owned()))
+            .collect()
+    }
 
     #[test]
     fn a_map_given_back_is_taken_again_empty_with_its_room() {
@@ -71,5 +88,16 @@ mod tests {
             give_back(HeaderMap::with_capacity(8));
         }
         assert_eq!(KEPT.with_borrow(Vec::len), MOST_KEPT);
+    }
+
+    #[test]
+    fn a_copy_has_every_value_of_every_name() {
+        let mut map = HeaderMap::new();
+        map.append(ACCEPT, HeaderValue::from_static("text/html"));
+        map.append(HOST, HeaderValue::from_static("a.test"));
+        map.append(ACCEPT, HeaderValue::from_static("*/*"));
+        let copy = copy_of(&map, 3);
+        assert_eq!(fields(&copy), fields(&map));
+        assert!(copy.capacity() >= map.len() + 3);
     }
 }

@@ -108,9 +108,7 @@ impl Head {
         endpoint: &Endpoint,
         body: UpstreamBody,
     ) -> Request<UpstreamBody> {
-        // A clone copies the map's table as it is: no name is hashed again.
-        let mut headers = self.headers.clone();
-        headers.reserve(endpoint.config.headers_add.len());
+        let mut headers = header_maps::copy_of(&self.headers, endpoint.config.headers_add.len());
         for (name, value) in &endpoint.config.headers_add {
             headers.insert(name.clone(), value.clone());
         }
