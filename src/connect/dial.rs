@@ -89,6 +89,23 @@ impl Connector {
                     .ok_or(ConnectError::NoAddress)?,
             ),
         };
+        self.connect_at(address).await
+    }
+
+    /// Opens a connection to `address` (the shared pool's own exchange
+    /// knows it), abandoned as `connect`'s is.
+    pub(super) async fn connect_to(
+        &self,
+        address: SocketAddr,
+    ) -> Result<UpstreamConnection, ConnectError> {
+        self.connect_at(Some(address)).await
+    }
+
+    /// `address`: where to connect, unless the pool's destination is an SRV owner.
+    async fn connect_at(
+        &self,
+        address: Option<SocketAddr>,
+    ) -> Result<UpstreamConnection, ConnectError> {
         let departure = address.and_then(|address| {
             self.dialing
                 .registry

@@ -1,6 +1,7 @@
 //! One HTTP/1.1 exchange with an upstream address, done by the task of the
 //! request itself: a connection from this worker thread's idle pool (or a
-//! new one), the request head gathered into one buffer for one `write`,
+//! new one), the request head (borrowed from its handler, which keeps it
+//! for every try) gathered into one buffer for one `write`,
 //! the body streamed (while the answer is watched for: an upstream may
 //! answer before it has read everything), the response head parsed by
 //! `http1`, and the response body read by `http1_body`, which puts the
@@ -20,8 +21,8 @@ use std::io::{self, IoSlice};
 use std::net::SocketAddr;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
-use http::{Method, Request, Response, StatusCode, Version};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Response, StatusCode, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -33,7 +34,6 @@ use super::http1_body::{Http1Body, RestOfBody, Source};
 use super::thread_pool::check_out;
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{self, KeptHead};
-use crate::http1::header_maps;
 use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
     response_persistent, FieldSlots, ResponseFraming, SharedHead,
@@ -52,25 +52,50 @@ enum RequestEncoding {
     Chunked,
 }
 
-/// Sends `request` to `address` and reads the response head. The URI's
-/// authority is the address (the shared HTTP/1.1 pool's requests).
-///
-/// The request is made ready here and the future holds it once: an `async
-/// fn` would keep its argument and the copy it makes of it side by side
-/// for as long as it runs.
-pub fn exchange<B>(
+/// A request head as its handler keeps it for every try, borrowed for one
+/// exchange: written out from here (again, if it is sent again), so that
+/// no try copies it.
+#[derive(Clone, Copy)]
+pub struct Outgoing<'a> {
+    pub method: &'a Method,
+    /// The path and query.
+    pub target: &'a str,
+    pub headers: &'a HeaderMap,
+    /// Set by the endpoint (its `headers.add`): each replaces the request's
+    /// fields of its name.
+    pub added: &'a [(HeaderName, HeaderValue)],
+}
+
+impl Outgoing<'_> {
+    /// The value of `name` as sent: the endpoint's, else the request's.
+    fn get(&self, name: &HeaderName) -> Option<&HeaderValue> {
+        self.added
+            .iter()
+            .find(|(added, _)| added == name)
+            .map(|(_, value)| value)
+            .or_else(|| self.headers.get(name))
+    }
+
+    fn is_added(&self, name: &HeaderName) -> bool {
+        self.added.iter().any(|(added, _)| added == name)
+    }
+}
+
+/// Sends the request to `address` and reads the response head.
+pub fn exchange<'a, B>(
     connector: Connector,
     address: SocketAddr,
-    mut request: Request<B>,
-) -> impl Future<Output = Result<Response<Http1Body>, ExchangeError>> + Send + 'static
+    head: Outgoing<'a>,
+    body: B,
+) -> impl Future<Output = Result<Response<Http1Body>, ExchangeError>> + Send + 'a
 where
     B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
     B::Error: Into<Cause> + Send,
 {
-    let encoding = frame(&mut request);
+    let framing = RequestFraming::of(&head, &body);
     // The body is taken by the try that sends it (there is no other: only
     // a bodyless request is sent again), and may outlive the exchange.
-    let mut request = request.map(Some);
+    let mut body = Some(body);
     async move {
         let mut kept = check_out(address);
         loop {
@@ -80,84 +105,73 @@ where
                 // Boxed: opening is rare once connections are kept, and its
                 // future (a TLS handshake's included) is large to carry in
                 // every request's.
-                None => Box::pin(connector.connect(request.uri())).await?,
+                None => Box::pin(connector.connect_to(address)).await?,
             };
-            match send_on(connection, address, &mut request, encoding).await {
+            match send_on(connection, address, &head, &mut body, framing).await {
                 // Sent again only without a body: the first try consumed none.
                 Err(error)
                     if reused
-                        && encoding == RequestEncoding::None
-                        && error.allows_resending(request.method()) =>
+                        && framing.encoding == RequestEncoding::None
+                        && error.allows_resending(head.method) =>
                 {
                     tracing::debug!(%address, %error, "a kept connection was closed: sending on a new one");
                 }
-                result => {
-                    header_maps::give_back(std::mem::take(request.headers_mut()));
-                    return result;
-                }
+                result => return result,
             }
         }
     }
 }
 
-/// The framing the request is sent with, its headers set to say it; what
-/// hyper's client did, so upstreams see the same heads: a body that has
-/// ended is sent as none, a length given is kept, a known size becomes
-/// `Content-Length`, and an unknown one is chunked (nothing for `GET`,
-/// `HEAD` and `CONNECT`, which have no body).
-fn frame<B: Body>(request: &mut Request<B>) -> RequestEncoding {
-    let headers = request.headers();
-    let length = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-    let chunked = headers.contains_key(header::TRANSFER_ENCODING);
-    let body = request.body();
-    if body.is_end_stream() {
-        request.headers_mut().remove(header::TRANSFER_ENCODING);
-        return RequestEncoding::None;
+/// How the request body is sent, and the length the head says: what
+/// hyper's client did, so upstreams see the same heads. A length given is
+/// kept (in plain decimal), also for a body that has ended (sent as none);
+/// a known size becomes `Content-Length`, and an unknown one is chunked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct RequestFraming {
+    encoding: RequestEncoding,
+    content_length: Option<u64>,
+}
+
+impl RequestFraming {
+    fn of<B: Body>(head: &Outgoing<'_>, body: &B) -> RequestFraming {
+        let given = head
+            .get(&header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+        let length = given.or_else(|| body.size_hint().exact());
+        let encoding = match length {
+            _ if body.is_end_stream() => RequestEncoding::None,
+            Some(length) => RequestEncoding::Length(length),
+            None => RequestEncoding::Chunked,
+        };
+        let content_length = match encoding {
+            RequestEncoding::Length(length) => Some(length),
+            _ => given,
+        };
+        RequestFraming {
+            encoding,
+            content_length,
+        }
     }
-    if chunked {
-        request.headers_mut().remove(header::CONTENT_LENGTH);
-        return RequestEncoding::Chunked;
-    }
-    if let Some(length) = length {
-        return RequestEncoding::Length(length);
-    }
-    if let Some(length) = body.size_hint().exact() {
-        request
-            .headers_mut()
-            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-        return RequestEncoding::Length(length);
-    }
-    if matches!(
-        *request.method(),
-        Method::GET | Method::HEAD | Method::CONNECT
-    ) {
-        return RequestEncoding::None;
-    }
-    request.headers_mut().insert(
-        header::TRANSFER_ENCODING,
-        HeaderValue::from_static("chunked"),
-    );
-    RequestEncoding::Chunked
 }
 
 async fn send_on<B>(
     mut connection: UpstreamConnection,
     address: SocketAddr,
-    request: &mut Request<Option<B>>,
-    encoding: RequestEncoding,
+    head: &Outgoing<'_>,
+    body: &mut Option<B>,
+    framing: RequestFraming,
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
     B: Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Cause> + Send,
 {
-    write_head(&mut connection, request)
+    write_head(&mut connection, head, framing)
         .await
         .map_err(ExchangeError::Write)?;
     let mut buffer = buffers::lend();
-    let method = framing_method(request.method());
-    let body = request.body_mut().take();
+    let method = framing_method(head.method);
+    let encoding = framing.encoding;
+    let body = body.take();
     let (parsed, source) = match body {
         Some(body) if encoding != RequestEncoding::None => {
             send_body_and_read_head(connection, &mut buffer, body, encoding, method).await?
@@ -240,26 +254,40 @@ thread_local! {
     static HEAD: KeptHead = const { KeptHead::new() };
 }
 
-/// Writes the head, the request line and then each field, gathered into
-/// this thread's head buffer for one `write`.
-async fn write_head<B>(
+/// Writes the head, the request line and then each field (the endpoint's
+/// in place of the request's of their names, the framing's last), gathered
+/// into this thread's head buffer for one `write`.
+async fn write_head(
     connection: &mut UpstreamConnection,
-    request: &Request<B>,
+    request: &Outgoing<'_>,
+    framing: RequestFraming,
 ) -> io::Result<()> {
     let mut head = HEAD.with(KeptHead::take);
-    let target = request
-        .uri()
-        .path_and_query()
-        .map_or("/", |path| path.as_str());
     let written = match head_writer::request_line(
         &mut head,
-        request.method().as_str().as_bytes(),
-        target.as_bytes(),
+        request.method.as_str().as_bytes(),
+        request.target.as_bytes(),
         1,
     ) {
         Ok(()) => {
-            for (name, value) in request.headers() {
-                head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+            let is_framing = |name: &HeaderName| {
+                name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING
+            };
+            for (name, value) in request.headers {
+                if !is_framing(name) && !request.is_added(name) {
+                    head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+                }
+            }
+            for (name, value) in request.added {
+                if !is_framing(name) {
+                    head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+                }
+            }
+            if let Some(length) = framing.content_length {
+                let length = head_writer::Decimal::new(length);
+                head_writer::field(&mut head, b"content-length", length.as_bytes());
+            } else if framing.encoding == RequestEncoding::Chunked {
+                head_writer::field(&mut head, b"transfer-encoding", b"chunked");
             }
             head_writer::end(&mut head);
             connection.write_all(&head).await

@@ -14,13 +14,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::{Either, TryFutureExt};
-use http::{header, Request};
+use http::{header, HeaderMap, Method, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
 use super::error::BoxError;
-use super::http1_exchange::exchange;
+use super::http1_exchange::{exchange, Outgoing};
 use super::srv::SrvResolvers;
 use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
 use crate::config::SrvResolution;
@@ -63,6 +63,17 @@ pub fn authority_is_address(endpoint: &Endpoint) -> bool {
 }
 
 type PooledClient<B> = Client<Connector, B>;
+
+/// A request head its handler keeps for every try: the own HTTP/1.1
+/// exchange writes it out from there (no try copies it), and hyper's
+/// client is given a request made of it for the endpoint.
+pub trait TryHead {
+    fn method(&self) -> &Method;
+    /// The path and query.
+    fn target(&self) -> &str;
+    fn headers(&self) -> &HeaderMap;
+    fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B>;
+}
 
 /// What carries HTTP/1.1 in cleartext to upstream addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -135,14 +146,16 @@ where
         }
     }
 
-    /// Sends `request` to `endpoint`. The own HTTP/1.1 exchange's future is
-    /// part of this one, not boxed apart: a request's whole future is
-    /// boxed once by the server that answers it.
-    pub fn send(
+    /// Sends `head` and `body` to `endpoint`. The own HTTP/1.1 exchange
+    /// writes the head from where its handler keeps it, and its future is
+    /// part of this one, not boxed apart: a request's whole future is boxed
+    /// once by the server that answers it.
+    pub fn send<'a, H: TryHead + Sync>(
         &self,
-        endpoint: &Endpoint,
-        request: Request<B>,
-    ) -> impl Future<Output = Result<UpstreamResponse, SendError>> + Send + 'static
+        endpoint: &'a Endpoint,
+        head: &'a H,
+        body: B,
+    ) -> impl Future<Output = Result<UpstreamResponse, SendError>> + Send + 'a
     where
         B: Sync,
         B::Error: Send,
@@ -157,10 +170,16 @@ where
                 // A protocol switch hands the connection over to a tunnel:
                 // hyper's client does that.
                 (Http1Engine::Own, Destination::Address(address))
-                    if !request.headers().contains_key(header::UPGRADE) =>
+                    if !head.headers().contains_key(header::UPGRADE) =>
                 {
+                    let outgoing = Outgoing {
+                        method: head.method(),
+                        target: head.target(),
+                        headers: head.headers(),
+                        added: &endpoint.config.headers_add,
+                    };
                     return Either::Left(
-                        exchange(self.http1_connector.clone(), *address, request)
+                        exchange(self.http1_connector.clone(), *address, outgoing, body)
                             .map_ok(|response| response.map(UpstreamIncoming::Http1))
                             .map_err(SendError::Http1),
                     );
@@ -170,7 +189,7 @@ where
         };
         Either::Right(
             hyper_client
-                .request(request)
+                .request(head.request_to(endpoint, body))
                 .map_ok(|response| response.map(UpstreamIncoming::Hyper))
                 .map_err(SendError::Hyper),
         )

@@ -18,7 +18,7 @@ use super::request_body::{keep_small, BodyClaim, KeptBody, SmallBody, UpstreamBo
 use super::rewrite::rewrite_path;
 use super::upgrade;
 use crate::config::Retry;
-use crate::connect::authority_is_address;
+use crate::connect::{authority_is_address, TryHead};
 use crate::http1::header_maps;
 use crate::metrics::LocationCounters;
 use crate::routes::Location;
@@ -87,8 +87,9 @@ impl RequestPlan {
     }
 }
 
-/// The request head as every try sends it; what differs per endpoint is
-/// added by `request_to`.
+/// The request head as every try sends it, kept for all of them: the own
+/// HTTP/1.1 exchange writes it from here with the endpoint's fields, and
+/// `request_to` makes a request of it for hyper's client.
 pub(super) struct Head {
     pub(super) method: Method,
     pub(super) path: PathAndQuery,
@@ -102,12 +103,20 @@ impl Drop for Head {
     }
 }
 
-impl Head {
-    pub(super) fn request_to(
-        &self,
-        endpoint: &Endpoint,
-        body: UpstreamBody,
-    ) -> Request<UpstreamBody> {
+impl TryHead for Head {
+    fn method(&self) -> &Method {
+        &self.method
+    }
+
+    fn target(&self) -> &str {
+        self.path.as_str()
+    }
+
+    fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B> {
         let mut headers = header_maps::copy_of(&self.headers, endpoint.config.headers_add.len());
         for (name, value) in &endpoint.config.headers_add {
             headers.insert(name.clone(), value.clone());

@@ -221,9 +221,9 @@ fn handle_inner<'a>(
             record.upstream = Some(endpoint.clone());
             record.attempt += 1;
             let in_flight = endpoint.state.start_request();
-            let request = head.request_to(&endpoint, sending.body_for_try());
             let sent_at = Instant::now();
-            let result = send(state, &endpoint, request, &sending, sent_at).await;
+            let body = sending.body_for_try();
+            let result = send(state, &endpoint, &head, body, &sending, sent_at).await;
             record.upstream_ms = result
                 .is_ok()
                 .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
@@ -573,12 +573,13 @@ fn find<'t>(table: &'t RouteTable, wanted: &Wanted<'_>) -> Result<&'t Location, 
 /// fn`, so that the try's future is held once (`head_wait`).
 fn send<'a>(
     state: &'a ProxyState,
-    endpoint: &Endpoint,
-    request: Request<UpstreamBody>,
+    endpoint: &'a Endpoint,
+    head: &'a Head,
+    body: UpstreamBody,
     sending: &'a Sending,
     sent_at: Instant,
 ) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + 'a {
-    let sent = state.client.send(endpoint, request);
+    let sent = state.client.send(endpoint, head, body);
     let limit = state.upstream_timeout;
     HeadWait::new(sent, sent_at, limit, || sending.waits_on_client()).map(
         move |waited| match waited {

@@ -57,9 +57,9 @@ pub async fn ask(
         path: auth.path.clone(),
         headers: auth_request_headers(auth, peer, asking),
     };
-    let request = head.request_to(&endpoint, UpstreamBody::Empty);
     let in_flight = endpoint.state.start_request();
-    let sent = tokio::time::timeout(timeout, client.send(&endpoint, request));
+    let sent = client.send(&endpoint, &head, UpstreamBody::Empty);
+    let sent = tokio::time::timeout(timeout, sent);
     let response = match sent.await {
         Err(_) => {
             let cause = format!("no answer within {:?} (--upstream-timeout)", timeout);

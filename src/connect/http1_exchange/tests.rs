@@ -148,6 +148,40 @@ fn get(upstream: &Upstream, path: &str) -> Request<Full<Bytes>> {
         .unwrap()
 }
 
+/// `exchange` of `request`'s head, kept as a handler keeps it, and body.
+async fn exchange_request<B>(
+    connector: Connector,
+    address: SocketAddr,
+    request: Request<B>,
+) -> Result<Response<Http1Body>, ExchangeError>
+where
+    B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
+    B::Error: Into<Cause> + Send,
+{
+    exchange_with(connector, address, request, &[]).await
+}
+
+/// The same with fields `added` by the endpoint.
+async fn exchange_with<B>(
+    connector: Connector,
+    address: SocketAddr,
+    request: Request<B>,
+    added: &[(HeaderName, HeaderValue)],
+) -> Result<Response<Http1Body>, ExchangeError>
+where
+    B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
+    B::Error: Into<Cause> + Send,
+{
+    let (parts, body) = request.into_parts();
+    let head = Outgoing {
+        method: &parts.method,
+        target: parts.uri.path_and_query().map_or("/", |path| path.as_str()),
+        headers: &parts.headers,
+        added,
+    };
+    exchange(connector, address, head, body).await
+}
+
 async fn body_of(response: Response<Http1Body>) -> (Bytes, Option<HeaderMap>) {
     let collected = response.into_body().collect().await.unwrap();
     let trailers = collected.trailers().cloned();
@@ -160,7 +194,7 @@ async fn a_request_head_is_written_as_given_and_the_connection_is_reused() {
         Upstream::start(|_, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")).await;
     let connector = connector();
     for path in ["/a?x=1", "/b"] {
-        let response = exchange(connector.clone(), upstream.address, get(&upstream, path))
+        let response = exchange_request(connector.clone(), upstream.address, get(&upstream, path))
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
@@ -175,6 +209,52 @@ async fn a_request_head_is_written_as_given_and_the_connection_is_reused() {
 }
 
 #[tokio::test]
+async fn the_endpoint_s_fields_replace_the_request_s_and_the_framing_is_said_once() {
+    let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let added = [
+        (header::HOST, HeaderValue::from_static("inside.test")),
+        (
+            HeaderName::from_static("x-env"),
+            HeaderValue::from_static("prod"),
+        ),
+    ];
+    let with_body = |length: &str, body: &'static [u8]| {
+        Request::builder()
+            .method("POST")
+            .uri(format!("http://{}/form", upstream.address))
+            .header("host", "app.test")
+            .header("content-length", length)
+            .header("x-kept", "yes")
+            .body(Full::new(Bytes::from_static(body)))
+            .unwrap()
+    };
+    // A length given in another form, a body that has ended (sent as none,
+    // its length still said), and a known size not given.
+    exchange_with(
+        connector(),
+        upstream.address,
+        with_body("003", b"abc"),
+        &added,
+    )
+    .await
+    .unwrap();
+    exchange_with(connector(), upstream.address, with_body("0", b""), &[])
+        .await
+        .unwrap();
+    let mut unsaid = with_body("0", b"abcd");
+    unsaid.headers_mut().remove("content-length");
+    exchange_with(connector(), upstream.address, unsaid, &[])
+        .await
+        .unwrap();
+    assert_eq!(
+        upstream.received(),
+        ["POST /form HTTP/1.1\r\nx-kept: yes\r\nhost: inside.test\r\nx-env: prod\r\ncontent-length: 3\r\n\r\nabc\
+          POST /form HTTP/1.1\r\nhost: app.test\r\nx-kept: yes\r\ncontent-length: 0\r\n\r\n\
+          POST /form HTTP/1.1\r\nhost: app.test\r\nx-kept: yes\r\ncontent-length: 4\r\n\r\nabcd"],
+    );
+}
+
+#[tokio::test]
 async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are_read_past() {
     let upstream = Upstream::start(|_, _| {
         Some(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: grpc-status\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\ngrpc-status: 0\r\n\r\n")
@@ -182,7 +262,7 @@ async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are
     .await;
     let connector = connector();
     for _ in 0..2 {
-        let response = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+        let response = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .unwrap();
         assert_eq!(response.status(), 200);
@@ -209,11 +289,11 @@ async fn a_kept_connection_the_upstream_closed_is_replaced_for_a_bodyless_reques
     // again (an upstream's keep-alive timeout, just as it is reused).
     let upstream = Upstream::start(answers_then_closes_on_reuse).await;
     let connector = connector();
-    let first = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let first = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(first).await.0, "a");
-    let second = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let second = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(second).await.0, "b");
@@ -230,7 +310,7 @@ async fn a_body_without_a_length_is_read_until_close_and_the_connection_not_kept
     let connector = connector();
     // The upstream keeps its end open after answering: what it sent is the
     // body so far, and dockhand waits for more or the close.
-    let response = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let response = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(response.version(), http::Version::HTTP_10);
@@ -239,7 +319,7 @@ async fn a_body_without_a_length_is_read_until_close_and_the_connection_not_kept
     assert_eq!(first, "until close");
     assert!(!body.is_end_stream());
     drop(body);
-    let again = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let again = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     drop(again);
@@ -264,7 +344,7 @@ async fn a_streamed_body_of_unknown_length_is_sent_chunked_with_its_declared_tra
         .header("trailer", "checksum")
         .body(StreamBody::new(futures_util::stream::iter(frames)))
         .unwrap();
-    let response = exchange(connector(), upstream.address, request)
+    let response = exchange_request(connector(), upstream.address, request)
         .await
         .unwrap();
     assert_eq!(response.status(), 204);
@@ -299,7 +379,7 @@ async fn an_answer_before_the_whole_body_is_read_is_the_answer() {
         .unwrap();
     let response = tokio::time::timeout(
         Duration::from_secs(20),
-        exchange(connector(), address, request),
+        exchange_request(connector(), address, request),
     )
     .await
     .expect("the answer is not held behind the body")
@@ -310,7 +390,7 @@ async fn an_answer_before_the_whole_body_is_read_is_the_answer() {
 #[tokio::test]
 async fn what_is_not_an_http_response_or_too_large_a_head_is_told_apart() {
     let garbage = Upstream::start(|_, _| Some(b"SSH-2.0-OpenSSH_9.6\r\n\r\n")).await;
-    let error = exchange(connector(), garbage.address, get(&garbage, "/"))
+    let error = exchange_request(connector(), garbage.address, get(&garbage, "/"))
         .await
         .unwrap_err();
     assert!(matches!(error, ExchangeError::NotHttp(_)), "{error:?}");
@@ -329,7 +409,7 @@ async fn what_is_not_an_http_response_or_too_large_a_head_is_told_apart() {
         }))
     })
     .await;
-    let error = exchange(connector(), huge.address, get(&huge, "/"))
+    let error = exchange_request(connector(), huge.address, get(&huge, "/"))
         .await
         .unwrap_err();
     assert!(matches!(error, ExchangeError::HeadTooLarge), "{error:?}");
@@ -356,16 +436,16 @@ async fn a_connection_with_bytes_after_the_body_or_a_body_left_unread_is_not_kep
     })
     .await;
     let connector = connector();
-    let first = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let first = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(first).await.0, "ok");
     // Dropped before its end, as when the client goes away.
-    let unread = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let unread = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     drop(unread);
-    let last = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+    let last = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
         .await
         .unwrap();
     assert_eq!(body_of(last).await.0, "0123456789");
@@ -404,11 +484,11 @@ async fn a_request_is_not_sent_again_once_part_of_an_answer_came_back() {
     for cut in cuts {
         let upstream = Upstream::start(cut).await;
         let connector = connector();
-        let first = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+        let first = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .unwrap();
         assert_eq!(body_of(first).await.0, "a");
-        let error = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+        let error = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .expect_err("the cut answer is the outcome");
         assert!(matches!(error, ExchangeError::CutAnswer(_)), "{error:?}");
@@ -432,11 +512,11 @@ async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
             .body(Full::new(Bytes::new()))
             .unwrap()
     };
-    let first = exchange(connector.clone(), upstream.address, post())
+    let first = exchange_request(connector.clone(), upstream.address, post())
         .await
         .unwrap();
     assert_eq!(body_of(first).await.0, "a");
-    let error = exchange(connector.clone(), upstream.address, post())
+    let error = exchange_request(connector.clone(), upstream.address, post())
         .await
         .expect_err("the close is the outcome");
     assert!(matches!(error, ExchangeError::Closed), "{error:?}");
@@ -477,7 +557,9 @@ fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
             .uri(format!("http://{address}/"))
             .body(Full::new(Bytes::new()))
             .unwrap();
-        let response = exchange(connector(), address, request).await.unwrap();
+        let response = exchange_request(connector(), address, request)
+            .await
+            .unwrap();
         assert_eq!(
             body_of(response).await.0,
             "ok",
@@ -519,12 +601,12 @@ async fn a_connection_that_switched_protocols_or_became_a_tunnel_is_not_kept() {
             .header("host", "app.test")
             .body(Full::new(Bytes::new()))
             .unwrap();
-        let switched = exchange(connector.clone(), upstream.address, request)
+        let switched = exchange_request(connector.clone(), upstream.address, request)
             .await
             .unwrap();
         assert!(switched.body().is_end_stream(), "{method}: no body");
         drop(switched);
-        let next = exchange(connector.clone(), upstream.address, get(&upstream, "/"))
+        let next = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
             .await
             .unwrap();
         assert_eq!(body_of(next).await.0, "new", "{method}");
@@ -558,7 +640,7 @@ async fn trailers_that_must_come_before_the_content_are_not_sent() {
         .uri(format!("http://{}/upload", upstream.address))
         .body(StreamBody::new(futures_util::stream::iter(frames)))
         .unwrap();
-    let response = exchange(connector(), upstream.address, request)
+    let response = exchange_request(connector(), upstream.address, request)
         .await
         .unwrap();
     assert_eq!(response.status(), 204);
@@ -621,7 +703,9 @@ async fn a_request_body_is_still_sent_after_an_early_response_head() {
             receive.poll_recv(cx)
         })))
         .unwrap();
-    let response = exchange(connector(), address, request).await.unwrap();
+    let response = exchange_request(connector(), address, request)
+        .await
+        .unwrap();
     let body = tokio::time::timeout(Duration::from_secs(10), body_of(response))
         .await
         .expect("the body's end came and the answer ended");
