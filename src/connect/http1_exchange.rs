@@ -52,32 +52,43 @@ enum RequestEncoding {
     Chunked,
 }
 
+/// A field set in place of a request's fields of its name; `None` removes them.
+pub type SetField = (&'static HeaderName, Option<HeaderValue>);
+
 /// A request head as its handler keeps it for every try, borrowed for one
 /// exchange: written out from here (again, if it is sent again), so that
-/// no try copies it.
+/// no try copies it. What is set replaces the request's fields of the
+/// same names, and what the endpoint adds replaces both.
 #[derive(Clone, Copy)]
 pub struct Outgoing<'a> {
     pub method: &'a Method,
     /// The path and query.
     pub target: &'a str,
     pub headers: &'a HeaderMap,
-    /// Set by the endpoint (its `headers.add`): each replaces the request's
-    /// fields of its name.
+    /// Set by dockhand (who the client is, the Host).
+    pub set: &'a [SetField],
+    /// Set by the endpoint (its `headers.add`).
     pub added: &'a [(HeaderName, HeaderValue)],
 }
 
 impl Outgoing<'_> {
-    /// The value of `name` as sent: the endpoint's, else the request's.
+    /// The value of `name` as sent.
     fn get(&self, name: &HeaderName) -> Option<&HeaderValue> {
-        self.added
-            .iter()
-            .find(|(added, _)| added == name)
-            .map(|(_, value)| value)
-            .or_else(|| self.headers.get(name))
+        if let Some((_, value)) = self.added.iter().find(|(added, _)| added == name) {
+            return Some(value);
+        }
+        match self.set.iter().find(|(set, _)| *set == name) {
+            Some((_, value)) => value.as_ref(),
+            None => self.headers.get(name),
+        }
     }
 
     fn is_added(&self, name: &HeaderName) -> bool {
         self.added.iter().any(|(added, _)| added == name)
+    }
+
+    fn is_set(&self, name: &HeaderName) -> bool {
+        self.set.iter().any(|(set, _)| *set == name)
     }
 }
 
@@ -254,8 +265,9 @@ thread_local! {
     static HEAD: KeptHead = const { KeptHead::new() };
 }
 
-/// Writes the head, the request line and then each field (the endpoint's
-/// in place of the request's of their names, the framing's last), gathered
+/// Writes the head, the request line and then each field (those set, then
+/// the endpoint's, in place of the request's of their names; the framing's
+/// last), gathered
 /// into this thread's head buffer for one `write`.
 async fn write_head(
     connection: &mut UpstreamConnection,
@@ -274,7 +286,12 @@ async fn write_head(
                 name == header::CONTENT_LENGTH || name == header::TRANSFER_ENCODING
             };
             for (name, value) in request.headers {
-                if !is_framing(name) && !request.is_added(name) {
+                if !is_framing(name) && !request.is_set(name) && !request.is_added(name) {
+                    head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
+                }
+            }
+            for (name, value) in request.set {
+                if let Some(value) = value.as_ref().filter(|_| !request.is_added(name)) {
                     head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
                 }
             }

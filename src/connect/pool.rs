@@ -20,7 +20,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
 use super::error::BoxError;
-use super::http1_exchange::{exchange, Outgoing};
+use super::http1_exchange::{exchange, Outgoing, SetField};
 use super::srv::SrvResolvers;
 use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
 use crate::config::SrvResolution;
@@ -72,6 +72,9 @@ pub trait TryHead {
     /// The path and query.
     fn target(&self) -> &str;
     fn headers(&self) -> &HeaderMap;
+    /// Fields set in place of the request's of their names: removed where
+    /// the value is `None`.
+    fn set_fields(&self) -> &[SetField];
     fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B>;
 }
 
@@ -176,6 +179,7 @@ where
                         method: head.method(),
                         target: head.target(),
                         headers: head.headers(),
+                        set: head.set_fields(),
                         added: &endpoint.config.headers_add,
                     };
                     return Either::Left(

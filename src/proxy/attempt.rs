@@ -16,9 +16,10 @@ use super::error::{ErrorKind, ProxyError};
 use super::framing;
 use super::request_body::{keep_small, BodyClaim, KeptBody, SmallBody, UpstreamBody};
 use super::rewrite::rewrite_path;
+use super::set_fields::SetFields;
 use super::upgrade;
 use crate::config::Retry;
-use crate::connect::{authority_is_address, TryHead};
+use crate::connect::{authority_is_address, SetField, TryHead};
 use crate::http1::header_maps;
 use crate::metrics::LocationCounters;
 use crate::routes::Location;
@@ -94,6 +95,8 @@ pub(super) struct Head {
     pub(super) method: Method,
     pub(super) path: PathAndQuery,
     pub(super) headers: HeaderMap,
+    /// Set in place of the client's fields of their names.
+    pub(super) set: SetFields,
 }
 
 /// The client's header map is kept for the thread's next request.
@@ -116,8 +119,14 @@ impl TryHead for Head {
         &self.headers
     }
 
+    fn set_fields(&self) -> &[SetField] {
+        self.set.as_slice()
+    }
+
     fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B> {
-        let mut headers = header_maps::copy_of(&self.headers, endpoint.config.headers_add.len());
+        let more = self.set.as_slice().len() + endpoint.config.headers_add.len();
+        let mut headers = header_maps::copy_of(&self.headers, more);
+        self.set.apply(&mut headers);
         for (name, value) in &endpoint.config.headers_add {
             headers.insert(name.clone(), value.clone());
         }

@@ -16,6 +16,7 @@ use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
+use super::set_fields::SetFields;
 use crate::http1::arena;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -136,11 +137,13 @@ fn forwarded_node(ip: IpAddr) -> String {
     }
 }
 
-/// Sets the headers that claim who the client is, for a request that came
-/// over `proto` from `peer` and asked for `host`. `proto` is a token
+/// Sets (in `set`) the headers that claim who the client is, for a request
+/// that came over `proto` from `peer` and asked for `host`, and removes the
+/// client's `x-dockhand-*` ones from `headers`. `proto` is a token
 /// (`http`, `https`).
 pub fn set_client_identity(
     headers: &mut HeaderMap,
+    set: &mut SetFields,
     peer: &PeerInfo,
     host: Option<&HeaderValue>,
     proto: &'static str,
@@ -152,55 +155,57 @@ pub fn set_client_identity(
         host,
     };
     if peer.is_trusted() {
-        extend_claims(headers, peer, this_hop);
+        extend_claims(headers, set, peer, this_hop);
     } else {
-        replace_claims(headers, peer, this_hop);
+        replace_claims(set, peer, this_hop);
     }
 }
 
 /// From an untrusted peer: only what the connection says is passed on.
-fn replace_claims(headers: &mut HeaderMap, peer: &PeerInfo, this_hop: ForwardedElement<'_>) {
+fn replace_claims(set: &mut SetFields, peer: &PeerInfo, this_hop: ForwardedElement<'_>) {
     let forwarded = build_value(this_hop.len(), |value| this_hop.write(value));
-    set_or_remove(headers, &header::FORWARDED, forwarded);
-    headers.insert(&X_FORWARDED_FOR, peer.ip_value.clone());
-    headers.insert(&X_REAL_IP, peer.ip_value.clone());
-    headers.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(this_hop.proto));
-    set_or_remove(headers, &X_FORWARDED_HOST, this_hop.host.cloned());
-    set_or_remove(headers, &X_FORWARDED_PORT, peer.local_port.clone());
+    set.set(&header::FORWARDED, forwarded);
+    set.set(&X_FORWARDED_FOR, Some(peer.ip_value.clone()));
+    set.set(&X_REAL_IP, Some(peer.ip_value.clone()));
+    let proto = HeaderValue::from_static(this_hop.proto);
+    set.set(&X_FORWARDED_PROTO, Some(proto));
+    set.set(&X_FORWARDED_HOST, this_hop.host.cloned());
+    set.set(&X_FORWARDED_PORT, peer.local_port.clone());
     // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
     // client's would reach the upstream unchecked.
-    headers.remove(&X_FORWARDED_PREFIX);
-    headers.remove(&X_CLIENT_IP);
+    set.set(&X_FORWARDED_PREFIX, None);
+    set.set(&X_CLIENT_IP, None);
 }
 
 /// From a trusted proxy: its claims are kept, the chains get this hop, and
 /// what it did not say is said.
-fn extend_claims(headers: &mut HeaderMap, peer: &PeerInfo, this_hop: ForwardedElement<'_>) {
+fn extend_claims(
+    headers: &HeaderMap,
+    set: &mut SetFields,
+    peer: &PeerInfo,
+    this_hop: ForwardedElement<'_>,
+) {
     let forwarded = appended(headers, &header::FORWARDED, this_hop.len(), |value| {
         this_hop.write(value)
     });
-    set_or_remove(headers, &header::FORWARDED, forwarded);
+    set.set(&header::FORWARDED, forwarded);
     let ip = peer.ip_value.as_bytes();
     let forwarded_for = appended(headers, &X_FORWARDED_FOR, ip.len(), |value| {
         value.extend_from_slice(ip)
     });
-    set_or_remove(headers, &X_FORWARDED_FOR, forwarded_for);
-    headers
-        .entry(&X_REAL_IP)
-        .or_insert_with(|| peer.ip_value.clone());
-    headers
-        .entry(&X_FORWARDED_PROTO)
-        .or_insert_with(|| HeaderValue::from_static(this_hop.proto));
-    if let Some(host) = this_hop.host {
-        headers
-            .entry(&X_FORWARDED_HOST)
-            .or_insert_with(|| host.clone());
-    }
-    if let Some(port) = &peer.local_port {
-        headers
-            .entry(&X_FORWARDED_PORT)
-            .or_insert_with(|| port.clone());
-    }
+    set.set(&X_FORWARDED_FOR, forwarded_for);
+    let mut unless_said = |name: &'static HeaderName, value: Option<&HeaderValue>| {
+        if let Some(value) = value.filter(|_| !headers.contains_key(name)) {
+            set.set(name, Some(value.clone()));
+        }
+    };
+    unless_said(&X_REAL_IP, Some(&peer.ip_value));
+    unless_said(
+        &X_FORWARDED_PROTO,
+        Some(&HeaderValue::from_static(this_hop.proto)),
+    );
+    unless_said(&X_FORWARDED_HOST, this_hop.host);
+    unless_said(&X_FORWARDED_PORT, peer.local_port.as_ref());
 }
 
 /// Removes every `x-dockhand-*` header.
@@ -218,13 +223,6 @@ fn remove_own_namespace(headers: &mut HeaderMap) {
     for name in own {
         headers.remove(name);
     }
-}
-
-fn set_or_remove(headers: &mut HeaderMap, name: &'static HeaderName, value: Option<HeaderValue>) {
-    match value {
-        Some(value) => headers.insert(name, value),
-        None => headers.remove(name),
-    };
 }
 
 /// One RFC 7239 element about this hop: `for=NODE;proto=PROTO;host=HOST`.
@@ -344,6 +342,18 @@ fn build_value(len: usize, write: impl FnOnce(&mut BytesMut)) -> Option<HeaderVa
 mod tests {
     use super::*;
     use crate::proxy::headers::header_map;
+
+    /// `headers` as the upstream gets them: with the identity set.
+    fn set_client_identity(
+        headers: &mut HeaderMap,
+        peer: &PeerInfo,
+        host: Option<&HeaderValue>,
+        proto: &'static str,
+    ) {
+        let mut set = SetFields::default();
+        super::set_client_identity(headers, &mut set, peer, host, proto);
+        set.apply(headers);
+    }
 
     fn peer(address: &str, trusted: bool) -> PeerInfo {
         let trusted_proxies: Vec<IpNet> = match trusted {

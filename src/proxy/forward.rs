@@ -30,6 +30,7 @@ use super::host;
 use super::local_answer;
 use super::request_body::UpstreamBody;
 use super::send_timeout::ClientCut;
+use super::set_fields::SetFields;
 use super::to_https;
 use super::upgrade;
 use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
@@ -193,7 +194,7 @@ fn handle_inner<'a>(
                 forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
             }
         }
-        prepare_head(
+        let set = prepare_head(
             &mut parts.headers,
             peer,
             host.clone(),
@@ -204,6 +205,7 @@ fn handle_inner<'a>(
             method: parts.method,
             path: route.path.clone(),
             headers: parts.headers,
+            set,
         };
         let mut sending = Sending::new(
             body,
@@ -604,13 +606,15 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
         .sum()
 }
 
-/// Sets the headers every upstream sees, whichever endpoint is chosen.
+/// Sets the headers every upstream sees, whichever endpoint is chosen: the
+/// hop-by-hop ones in `headers`, the client's identity and Host beside
+/// them (what this returns).
 fn prepare_head(
     headers: &mut HeaderMap,
     peer: &PeerInfo,
     host: HeaderValue,
     forwarded_upgrade: Option<HeaderValue>,
-) {
+) -> SetFields {
     let wants_trailers = headers::accepts_trailers(headers);
     headers::remove_hop_by_hop(headers);
     if wants_trailers {
@@ -619,10 +623,12 @@ fn prepare_head(
     if let Some(protocols) = forwarded_upgrade {
         upgrade::set_upgrade(headers, protocols);
     }
-    set_client_identity(headers, peer, Some(&host), peer.scheme.as_str());
+    let mut set = SetFields::default();
+    set_client_identity(headers, &mut set, peer, Some(&host), peer.scheme.as_str());
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
-    headers.insert(header::HOST, host);
+    set.set(&header::HOST, Some(host));
+    set
 }
 
 /// The kind of a failed send, the client's error kept as its cause. A

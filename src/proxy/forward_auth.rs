@@ -22,6 +22,7 @@ use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{ErrorKind, ProxyError};
 use super::headers;
 use super::request_body::UpstreamBody;
+use super::set_fields::SetFields;
 use crate::config::middleware::ForwardAuth;
 use crate::connect::UpstreamClient;
 use crate::middleware::RequestFacts;
@@ -56,6 +57,7 @@ pub async fn ask(
         method: Method::GET,
         path: auth.path.clone(),
         headers: auth_request_headers(auth, peer, asking),
+        set: SetFields::default(),
     };
     let in_flight = endpoint.state.start_request();
     let sent = client.send(&endpoint, &head, UpstreamBody::Empty);
@@ -107,7 +109,10 @@ fn auth_request_headers(
     ] {
         sent.remove(name);
     }
-    set_client_identity(&mut sent, peer, Some(asking.host), peer.scheme.as_str());
+    let mut identity = SetFields::default();
+    let scheme = peer.scheme.as_str();
+    set_client_identity(&mut sent, &mut identity, peer, Some(asking.host), scheme);
+    identity.apply(&mut sent);
     let keep_claims = auth.settings.trust_forward_header && peer.is_trusted();
     let uri = asking
         .uri

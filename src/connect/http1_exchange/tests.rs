@@ -158,14 +158,15 @@ where
     B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
     B::Error: Into<Cause> + Send,
 {
-    exchange_with(connector, address, request, &[]).await
+    exchange_with(connector, address, request, &[], &[]).await
 }
 
-/// The same with fields `added` by the endpoint.
+/// The same with fields `set` by dockhand and `added` by the endpoint.
 async fn exchange_with<B>(
     connector: Connector,
     address: SocketAddr,
     request: Request<B>,
+    set: &[SetField],
     added: &[(HeaderName, HeaderValue)],
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
@@ -177,6 +178,7 @@ where
         method: &parts.method,
         target: parts.uri.path_and_query().map_or("/", |path| path.as_str()),
         headers: &parts.headers,
+        set,
         added,
     };
     exchange(connector, address, head, body).await
@@ -208,9 +210,20 @@ async fn a_request_head_is_written_as_given_and_the_connection_is_reused() {
     );
 }
 
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+
 #[tokio::test]
-async fn the_endpoint_s_fields_replace_the_request_s_and_the_framing_is_said_once() {
+async fn set_fields_and_then_the_endpoint_s_replace_the_request_s_and_the_framing_is_said_once() {
     let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let set = [
+        (&header::HOST, Some(HeaderValue::from_static("set.test"))),
+        (&X_REAL_IP, None),
+        (
+            &X_FORWARDED_FOR,
+            Some(HeaderValue::from_static("192.0.2.7")),
+        ),
+    ];
     let added = [
         (header::HOST, HeaderValue::from_static("inside.test")),
         (
@@ -225,32 +238,30 @@ async fn the_endpoint_s_fields_replace_the_request_s_and_the_framing_is_said_onc
             .header("host", "app.test")
             .header("content-length", length)
             .header("x-kept", "yes")
+            .header("x-real-ip", "6.6.6.6")
+            .header("x-forwarded-for", "6.6.6.6")
             .body(Full::new(Bytes::from_static(body)))
             .unwrap()
     };
     // A length given in another form, a body that has ended (sent as none,
     // its length still said), and a known size not given.
-    exchange_with(
-        connector(),
-        upstream.address,
-        with_body("003", b"abc"),
-        &added,
-    )
-    .await
-    .unwrap();
-    exchange_with(connector(), upstream.address, with_body("0", b""), &[])
+    let address = upstream.address;
+    exchange_with(connector(), address, with_body("003", b"abc"), &set, &added)
+        .await
+        .unwrap();
+    exchange_with(connector(), address, with_body("0", b""), &set, &[])
         .await
         .unwrap();
     let mut unsaid = with_body("0", b"abcd");
     unsaid.headers_mut().remove("content-length");
-    exchange_with(connector(), upstream.address, unsaid, &[])
+    exchange_with(connector(), address, unsaid, &[], &[])
         .await
         .unwrap();
     assert_eq!(
         upstream.received(),
-        ["POST /form HTTP/1.1\r\nx-kept: yes\r\nhost: inside.test\r\nx-env: prod\r\ncontent-length: 3\r\n\r\nabc\
-          POST /form HTTP/1.1\r\nhost: app.test\r\nx-kept: yes\r\ncontent-length: 0\r\n\r\n\
-          POST /form HTTP/1.1\r\nhost: app.test\r\nx-kept: yes\r\ncontent-length: 4\r\n\r\nabcd"],
+        ["POST /form HTTP/1.1\r\nx-kept: yes\r\nx-forwarded-for: 192.0.2.7\r\nhost: inside.test\r\nx-env: prod\r\ncontent-length: 3\r\n\r\nabc\
+          POST /form HTTP/1.1\r\nx-kept: yes\r\nhost: set.test\r\nx-forwarded-for: 192.0.2.7\r\ncontent-length: 0\r\n\r\n\
+          POST /form HTTP/1.1\r\nhost: app.test\r\nx-forwarded-for: 6.6.6.6\r\nx-kept: yes\r\nx-real-ip: 6.6.6.6\r\ncontent-length: 4\r\n\r\nabcd"],
     );
 }
 
