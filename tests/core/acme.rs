@@ -335,7 +335,7 @@ async fn a_ca_refusing_orders_leaves_every_host_served_over_http_with_a_diagnost
 #[tokio::test]
 async fn a_host_without_a_healthy_upstream_is_not_ordered_and_a_wildcard_gets_a_diagnostic() {
     let backend = Backend::echo("app").await;
-    let closed = crate::support::free_port();
+    let closed = crate::support::refused_address();
     let storage = tempfile::tempdir().unwrap();
     let routes = serde_json::json!({"host": {
         "up.example.com": {"health_check": {"interval_secs": 1},

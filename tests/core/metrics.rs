@@ -136,7 +136,7 @@ async fn a_thousand_random_hosts_add_no_series() {
 
 #[tokio::test]
 async fn retries_and_errors_are_counted_by_reason() {
-    let refused = free_port();
+    let refused = refused_address();
     let unavailable =
         RecordingUpstream::start(b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n")
             .await;

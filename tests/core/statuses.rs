@@ -25,7 +25,7 @@ fn assert_own_status(reply: &Reply, status: u16, reason: &str) {
 
 #[tokio::test]
 async fn refused_connection_is_502() {
-    let closed_port = free_port();
+    let closed_port = refused_address();
     assert_own_status(&through_proxy_to(closed_port).await, 502, "connect_refused");
 }
 

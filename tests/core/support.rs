@@ -1149,6 +1149,22 @@ pub fn free_port() -> SocketAddr {
     listener.local_addr().unwrap()
 }
 
+/// A loopback address nothing listens on, and nothing will while the tests
+/// run: its port stays bound (never listening) until they end, so that no
+/// other test's listener takes it, and connecting to it is refused. A port
+/// from `free_port` could be taken by a listener started meanwhile.
+pub fn refused_address() -> SocketAddr {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket
+        .bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    let address = socket.local_addr().unwrap().as_socket().unwrap();
+    // Held until the tests end.
+    std::mem::forget(socket);
+    address
+}
+
 static CHUNK: [u8; 64 * 1024] = [7; 64 * 1024];
 
 /// What a metered response body has done: the bytes the backend's HTTP

@@ -64,7 +64,7 @@ async fn counting_raw_upstream(
 
 /// An address nothing listens on.
 fn refusing() -> SocketAddr {
-    free_port()
+    refused_address()
 }
 
 async fn backends_seen(proxy: &Proxy, count: usize) -> Vec<String> {
