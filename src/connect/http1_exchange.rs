@@ -508,8 +508,17 @@ fn parse(
     }
     let framing = response_framing(&head, method).map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let status = StatusCode::from_u16(head.status).map_err(|e| ExchangeError::NotHttp(e.into()))?;
+    // Fields about this connection alone are left out of the map, where
+    // removing them (`remove_hop_by_hop`) would cost more than all the
+    // rest of the map; a `Connection` naming other fields is kept for it.
+    let leave_out_connection = head.fields.connection_is_only_options();
+    let passed_on = head.fields.iter().filter(|field| {
+        !(leave_out_connection
+            && (field.name.eq_ignore_ascii_case(b"connection")
+                || field.name.eq_ignore_ascii_case(b"keep-alive")))
+    });
     let capacity = head.fields.len() + ADDED_RESPONSE_FIELDS;
-    let headers = header_map(head.fields.iter(), capacity, &SharedHead::copy(head.bytes))
+    let headers = header_map(passed_on, capacity, &SharedHead::copy(head.bytes))
         .map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let canonical = status.canonical_reason().map(str::as_bytes);
     let reason = (canonical != Some(head.reason))

@@ -84,6 +84,28 @@ impl<'a> Fields<'a> {
             .map(|field| field.value)
     }
 
+    /// Whether the `Connection` fields say nothing but whether this
+    /// connection persists: they list only `keep-alive` and `close`, and no
+    /// field named `Close` is there for them to name. `Connection` and
+    /// `Keep-Alive` are then all that RFC 9110 §7.6.1 removes.
+    pub fn connection_is_only_options(&self) -> bool {
+        let is_option = |item: &[u8]| {
+            item.is_empty()
+                || item.eq_ignore_ascii_case(b"keep-alive")
+                || item.eq_ignore_ascii_case(b"close")
+        };
+        let mut only_options = true;
+        for field in self.iter() {
+            if field.name.eq_ignore_ascii_case(b"close") {
+                return false;
+            }
+            if field.name.eq_ignore_ascii_case(b"connection") {
+                only_options &= list_items(field.value).all(is_option);
+            }
+        }
+        only_options
+    }
+
     /// Whether any field named `name` lists `token` (RFC 9110 §5.6.1).
     pub fn lists(&self, name: &str, token: &str) -> bool {
         self.values(name)
@@ -151,6 +173,31 @@ mod tests {
         // A part from elsewhere is copied on its own.
         assert_eq!(head.slice(b"elsewhere"), &b"elsewhere"[..]);
         assert!(map.capacity() >= 8, "room for the fields added later");
+    }
+
+    #[test]
+    fn a_connection_of_options_only_is_told_from_one_naming_fields() {
+        let only_options = |lines: &[(&'static str, &'static [u8])]| {
+            let parsed: Vec<httparse::Header<'_>> = lines
+                .iter()
+                .map(|&(name, value)| httparse::Header { name, value })
+                .collect();
+            Fields::new(&parsed).connection_is_only_options()
+        };
+        assert!(only_options(&[
+            ("Connection", b"keep-alive"),
+            ("Keep-Alive", b"timeout=5")
+        ]));
+        assert!(only_options(&[
+            ("connection", b"Close"),
+            ("connection", b"keep-alive, ")
+        ]));
+        assert!(only_options(&[("server", b"x")]));
+        assert!(!only_options(&[
+            ("Connection", b"keep-alive, X-Secret"),
+            ("x-secret", b"1")
+        ]));
+        assert!(!only_options(&[("Connection", b"close"), ("Close", b"1")]));
     }
 
     #[test]

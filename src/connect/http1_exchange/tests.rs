@@ -266,6 +266,29 @@ async fn set_fields_and_then_the_endpoint_s_replace_the_request_s_and_the_framin
 }
 
 #[tokio::test]
+async fn fields_about_the_upstream_connection_alone_are_not_passed_on() {
+    let upstream = Upstream::start(|_, request| {
+        Some(match request {
+            0 => b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nX-Kept: 1\r\nContent-Length: 0\r\n\r\n",
+            _ => b"HTTP/1.1 200 OK\r\nConnection: X-Secret\r\nX-Secret: 1\r\nContent-Length: 0\r\n\r\n",
+        })
+    })
+    .await;
+    let connector = connector();
+    let options = exchange_request(connector.clone(), upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    let names: Vec<&str> = options.headers().keys().map(|name| name.as_str()).collect();
+    assert_eq!(names, ["x-kept", "content-length"]);
+    // Left for the proxy's hop-by-hop removal, which reads what it names.
+    let naming = exchange_request(connector, upstream.address, get(&upstream, "/"))
+        .await
+        .unwrap();
+    let names: Vec<&str> = naming.headers().keys().map(|name| name.as_str()).collect();
+    assert_eq!(names, ["connection", "x-secret", "content-length"]);
+}
+
+#[tokio::test]
 async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are_read_past() {
     let upstream = Upstream::start(|_, _| {
         Some(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: grpc-status\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\ngrpc-status: 0\r\n\r\n")
