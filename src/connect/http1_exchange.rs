@@ -267,8 +267,7 @@ thread_local! {
 
 /// Writes the head, the request line and then each field (those set, then
 /// the endpoint's, in place of the request's of their names; the framing's
-/// last), gathered
-/// into this thread's head buffer for one `write`.
+/// last), gathered into this thread's head buffer for one `write`.
 async fn write_head(
     connection: &mut UpstreamConnection,
     request: &Outgoing<'_>,
