@@ -4,6 +4,11 @@
 # comparing builds a few percent apart (requests/s can't show that here).
 #
 #   bench/instructions.sh target/release/dockhand [REQUESTS]
+#   bench/instructions.sh nginx [REQUESTS]
+#
+# The second counts nginx's, as a proxy configured as bench/run.sh
+# configures it (one worker, kept upstream connections), for a figure to
+# compare with.
 #
 # On 127.0.0.1: a backend (its own nginx instance, `return 200`) on port
 # BASE_PORT, dockhand under callgrind in front of it on BASE_PORT+1 (admin
@@ -40,13 +45,40 @@ http {
 CONF
 nginx -e "$work/logs/error.log" -p "$work" -c "$work/nginx.conf" &
 pids+=($!)
-echo "{\"host\":{\"bench.test\":{\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$base\":{}}}}}}}" >"$work/routes.json"
+if [ "$bin" = nginx ]; then
+    mkdir -p "$work/proxy/logs"
+    cat >"$work/proxy/nginx.conf" <<CONF
+worker_processes 1;
+master_process off;
+daemon off;
+pid $work/proxy/nginx.pid;
+error_log $work/proxy/logs/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    upstream backend { server 127.0.0.1:$base; keepalive 1024; }
+    server {
+        listen 127.0.0.1:$((base + 1));
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+CONF
+    set -- nginx -e "$work/proxy/logs/error.log" -p "$work/proxy" -c "$work/proxy/nginx.conf"
+else
+    echo "{\"host\":{\"bench.test\":{\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$base\":{}}}}}}}" >"$work/routes.json"
+    set -- "$bin" --no-docker --routes "$work/routes.json" \
+        --http-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))" \
+        --workers 1 --log-level warn
+fi
 valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
-    "$bin" --no-docker --routes "$work/routes.json" \
-    --http-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))" \
-    --workers 1 --log-level warn >"$work/dockhand.log" 2>&1 &
-dockhand=$!
-pids+=("$dockhand")
+    "$@" >"$work/proxy.log" 2>&1 &
+proxy=$!
+pids+=("$proxy")
 
 url="http://127.0.0.1:$((base + 1))/"
 load() { h2load --h1 -n "$1" -c 50 -t 1 -H ':authority: bench.test' "$url"; }
@@ -55,11 +87,11 @@ for _ in $(seq 1 100); do
     sleep 0.3
 done
 load 2000 >/dev/null
-callgrind_control -i on "$dockhand" >/dev/null
+callgrind_control -i on "$proxy" >/dev/null
 summary=$(load "$requests" | grep '^requests:')
-callgrind_control -i off "$dockhand" >/dev/null
-kill "$dockhand"
-wait "$dockhand" 2>/dev/null || true
+callgrind_control -i off "$proxy" >/dev/null
+kill "$proxy"
+wait "$proxy" 2>/dev/null || true
 case $summary in
 *" $requests succeeded"*) ;;
 *) echo "not every request succeeded: $summary" >&2; exit 1 ;;
