@@ -35,8 +35,8 @@ use super::thread_pool::check_out;
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{self, KeptHead};
 use crate::http1::{
-    header_map, last_chunk, may_be_trailer, parse_response_head, response_framing,
-    response_persistent, FieldSlots, ResponseFraming, SharedHead,
+    header_map, last_chunk, may_be_trailer, parse_response_head, persistent, response_framing,
+    FieldSlots, ResponseFraming, SharedHead,
 };
 
 /// The fields dockhand may add to a response before its client
@@ -510,9 +510,9 @@ fn parse(
     // Fields about this connection alone are left out of the map, where
     // removing them (`remove_hop_by_hop`) would cost more than all the
     // rest of the map; a `Connection` naming other fields is kept for it.
-    let leave_out_connection = head.fields.connection_is_only_options();
+    let connection = head.fields.connection();
     let passed_on = head.fields.iter().filter(|field| {
-        !(leave_out_connection
+        !(connection.only_options
             && (field.name.eq_ignore_ascii_case(b"connection")
                 || field.name.eq_ignore_ascii_case(b"keep-alive")))
     });
@@ -532,7 +532,7 @@ fn parse(
         },
         headers,
         reason,
-        persistent: response_persistent(&head)
+        persistent: persistent(head.version, connection)
             && framing != ResponseFraming::UntilClose
             && !ends_http(head.status, method),
         framing,

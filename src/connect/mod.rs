@@ -24,6 +24,6 @@ mod upstream_body;
 pub use dial::{connect_tcp, Connector};
 pub use error::{ConnectError, ExchangeError};
 pub use http1_body::{Http1Body, Http1BodyError};
-pub use http1_exchange::SetField;
+pub use http1_exchange::{Outgoing, SetField};
 pub use pool::{authority_is_address, Http1Engine, TryHead, UpstreamClient};
 pub use upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};

@@ -14,13 +14,14 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::{Either, TryFutureExt};
-use http::{header, HeaderMap, Method, Request};
+use http::header::{self, HeaderName, HeaderValue};
+use http::Request;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use super::dial::{Connector, Dialing, PoolKey};
 use super::error::BoxError;
-use super::http1_exchange::{exchange, Outgoing, SetField};
+use super::http1_exchange::{exchange, Outgoing};
 use super::srv::SrvResolvers;
 use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
 use crate::config::SrvResolution;
@@ -68,13 +69,9 @@ type PooledClient<B> = Client<Connector, B>;
 /// exchange writes it out from there (no try copies it), and hyper's
 /// client is given a request made of it for the endpoint.
 pub trait TryHead {
-    fn method(&self) -> &Method;
-    /// The path and query.
-    fn target(&self) -> &str;
-    fn headers(&self) -> &HeaderMap;
-    /// Fields set in place of the request's of their names: removed where
-    /// the value is `None`.
-    fn set_fields(&self) -> &[SetField];
+    /// The head as the own exchange writes it, with `added`, the endpoint's
+    /// fields.
+    fn outgoing<'a>(&'a self, added: &'a [(HeaderName, HeaderValue)]) -> Outgoing<'a>;
     fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B>;
 }
 
@@ -169,19 +166,13 @@ where
                 destination: Some(endpoint.destination.clone()),
             })
         } else {
+            let outgoing = head.outgoing(&endpoint.config.headers_add);
             match (self.engine, &endpoint.destination) {
                 // A protocol switch hands the connection over to a tunnel:
                 // hyper's client does that.
                 (Http1Engine::Own, Destination::Address(address))
-                    if !head.headers().contains_key(header::UPGRADE) =>
+                    if !outgoing.headers.contains_key(header::UPGRADE) =>
                 {
-                    let outgoing = Outgoing {
-                        method: head.method(),
-                        target: head.target(),
-                        headers: head.headers(),
-                        set: head.set_fields(),
-                        added: &endpoint.config.headers_add,
-                    };
                     return Either::Left(
                         exchange(self.http1_connector.clone(), *address, outgoing, body)
                             .map_ok(|response| response.map(UpstreamIncoming::Http1))

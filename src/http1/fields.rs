@@ -84,26 +84,31 @@ impl<'a> Fields<'a> {
             .map(|field| field.value)
     }
 
-    /// Whether the `Connection` fields say nothing but whether this
-    /// connection persists: they list only `keep-alive` and `close`, and no
-    /// field named `Close` is there for them to name. `Connection` and
-    /// `Keep-Alive` are then all that RFC 9110 §7.6.1 removes.
-    pub fn connection_is_only_options(&self) -> bool {
-        let is_option = |item: &[u8]| {
-            item.is_empty()
-                || item.eq_ignore_ascii_case(b"keep-alive")
-                || item.eq_ignore_ascii_case(b"close")
+    /// What the `Connection` fields say, read in one pass.
+    pub fn connection(&self) -> ConnectionOptions {
+        let mut options = ConnectionOptions {
+            close: false,
+            keep_alive: false,
+            only_options: true,
         };
-        let mut only_options = true;
         for field in self.iter() {
             if field.name.eq_ignore_ascii_case(b"close") {
-                return false;
+                options.only_options = false;
             }
-            if field.name.eq_ignore_ascii_case(b"connection") {
-                only_options &= list_items(field.value).all(is_option);
+            if !field.name.eq_ignore_ascii_case(b"connection") {
+                continue;
+            }
+            for item in list_items(field.value) {
+                if item.eq_ignore_ascii_case(b"close") {
+                    options.close = true;
+                } else if item.eq_ignore_ascii_case(b"keep-alive") {
+                    options.keep_alive = true;
+                } else if !item.is_empty() {
+                    options.only_options = false;
+                }
             }
         }
-        only_options
+        options
     }
 
     /// Whether any field named `name` lists `token` (RFC 9110 §5.6.1).
@@ -117,6 +122,19 @@ impl fmt::Debug for Fields<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
+}
+
+/// What a head's `Connection` fields say (RFC 9110 §7.6.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionOptions {
+    /// One of them lists `close`.
+    pub close: bool,
+    /// One of them lists `keep-alive`.
+    pub keep_alive: bool,
+    /// They list nothing but `close` and `keep-alive`, and no field named
+    /// `Close` is there for them to name: `Connection` and `Keep-Alive` are
+    /// then all that RFC 9110 §7.6.1 removes.
+    pub only_options: bool,
 }
 
 /// The items of a comma-separated list (RFC 9110 §5.6.1), each without the
@@ -182,7 +200,7 @@ mod tests {
                 .iter()
                 .map(|&(name, value)| httparse::Header { name, value })
                 .collect();
-            Fields::new(&parsed).connection_is_only_options()
+            Fields::new(&parsed).connection().only_options
         };
         assert!(only_options(&[
             ("Connection", b"keep-alive"),

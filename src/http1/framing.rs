@@ -10,7 +10,7 @@
 //! that is not one number (§6.3 item 5: a list, a sign, other characters,
 //! an overflow, or differing repeats). Any of these is answered `400`.
 
-use super::fields::{is_visible_ascii, list_items, Fields};
+use super::fields::{is_visible_ascii, list_items, ConnectionOptions, Fields};
 use super::request_head::RequestHead;
 use super::response_head::ResponseHead;
 
@@ -124,7 +124,7 @@ pub fn response_framing(
 pub fn request_facts(head: &RequestHead<'_>) -> RequestFacts {
     let http11 = head.version == 1;
     RequestFacts {
-        persistent: persistent(head.version, &head.fields),
+        persistent: persistent(head.version, head.fields.connection()),
         expects_continue: http11
             && head
                 .fields
@@ -135,20 +135,13 @@ pub fn request_facts(head: &RequestHead<'_>) -> RequestFacts {
     }
 }
 
-/// Whether the upstream's connection may carry another request after this
-/// response (RFC 9112 §9.3); a body read until close ends it anyway.
-pub fn response_persistent(head: &ResponseHead<'_>) -> bool {
-    persistent(head.version, &head.fields)
-}
-
-/// RFC 9112 §9.3: `close` ends the connection, whichever `Connection`
-/// field says it; otherwise HTTP/1.1 persists and HTTP/1.0 persists only
-/// with `keep-alive` (§9.3, and RFC 9112 Appendix C.2.2).
-fn persistent(version: u8, fields: &Fields<'_>) -> bool {
-    if fields.lists("connection", "close") {
-        return false;
-    }
-    version == 1 || fields.lists("connection", "keep-alive")
+/// Whether the connection may carry another request after this head's
+/// exchange (RFC 9112 §9.3), by its version and what its `Connection`
+/// fields say: `close` ends it, whichever field says it; otherwise HTTP/1.1
+/// persists and HTTP/1.0 persists only with `keep-alive` (§9.3, and
+/// Appendix C.2.2). A response body read until close ends it anyway.
+pub fn persistent(version: u8, connection: ConnectionOptions) -> bool {
+    !connection.close && (version == 1 || connection.keep_alive)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -449,11 +442,9 @@ mod tests {
         assert!(facts("GET / HTTP/1.0\r\nConnection: Keep-Alive").persistent);
         assert!(!facts("GET / HTTP/1.0\r\nConnection: keep-alive\r\nConnection: close").persistent);
         let buf = b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n";
-        assert!(response_persistent(
-            &parse_response_head(buf, &mut FieldSlots::new())
-                .unwrap()
-                .unwrap()
-        ));
+        let mut slots = FieldSlots::new();
+        let response = parse_response_head(buf, &mut slots).unwrap().unwrap();
+        assert!(persistent(response.version, response.fields.connection()));
     }
 
     // RFC 9110 §10.1.1 (100-continue, ignored in HTTP/1.0), §7.8 (Upgrade,

@@ -33,8 +33,8 @@ pub use body::{BodyFraming, Taken};
 pub use chunked::{ChunkedDecoder, ChunkedError, Progress};
 pub use fields::{header_map, Field, FieldSlots, Fields, InvalidField, SharedHead};
 pub use framing::{
-    request_facts, request_framing, response_framing, response_persistent, FramingError,
-    RequestFacts, RequestFraming, ResponseFraming,
+    persistent, request_facts, request_framing, response_framing, FramingError, RequestFacts,
+    RequestFraming, ResponseFraming,
 };
 pub use head_writer::{Decimal, HeadWriteError, KeptHead};
 pub use request_head::{parse_request_head, HeadError, RequestHead};

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{self, HeaderValue};
+use http::header::{self, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
 
@@ -19,7 +19,7 @@ use super::rewrite::rewrite_path;
 use super::set_fields::SetFields;
 use super::upgrade;
 use crate::config::Retry;
-use crate::connect::{authority_is_address, SetField, TryHead};
+use crate::connect::{authority_is_address, Outgoing, TryHead};
 use crate::http1::header_maps;
 use crate::metrics::LocationCounters;
 use crate::routes::Location;
@@ -107,20 +107,14 @@ impl Drop for Head {
 }
 
 impl TryHead for Head {
-    fn method(&self) -> &Method {
-        &self.method
-    }
-
-    fn target(&self) -> &str {
-        self.path.as_str()
-    }
-
-    fn headers(&self) -> &HeaderMap {
-        &self.headers
-    }
-
-    fn set_fields(&self) -> &[SetField] {
-        self.set.as_slice()
+    fn outgoing<'a>(&'a self, added: &'a [(HeaderName, HeaderValue)]) -> Outgoing<'a> {
+        Outgoing {
+            method: &self.method,
+            target: self.path.as_str(),
+            headers: &self.headers,
+            set: self.set.as_slice(),
+            added,
+        }
     }
 
     fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B> {
