@@ -15,7 +15,8 @@
 # +2), and h2load sending REQUESTS (default 20,000) HTTP/1.1 requests over 50
 # keep-alive connections after 2,000 unmeasured ones. Only those REQUESTS are
 # counted (callgrind's instrumentation is switched on around them). Needs
-# valgrind, nginx and h2load (nghttp2-client).
+# valgrind, nginx and h2load (nghttp2-client). With PROFILE=FILE, the
+# callgrind profile is kept there, for callgrind_annotate.
 set -euo pipefail
 
 bin=$1
@@ -97,4 +98,5 @@ case $summary in
 *) echo "not every request succeeded: $summary" >&2; exit 1 ;;
 esac
 total=$(callgrind_annotate "$work/callgrind.out" | awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')
+if [ -n "${PROFILE:-}" ]; then cp "$work/callgrind.out" "$PROFILE"; fi
 echo "$bin: $((total / requests)) instructions per request ($total over $requests requests)"

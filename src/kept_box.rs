@@ -1,9 +1,10 @@
 //! Boxes whose memory the thread keeps for the next box of the same size.
 //! A request's state that must live apart from its connection (the
 //! request's future, its access record) is boxed, so that an idle
-//! connection holds none of it; with `KeptBox` a worker hands the same few
-//! blocks from one request to the next instead of asking the allocator for
-//! each. Each thread keeps its own blocks (no lock: a box dropped on
+//! connection holds none of it; so is the upstream exchange's future, so
+//! that the layers wrapping it move a pointer rather than its bytes. With
+//! `KeptBox` a worker hands the same few blocks from one request to the
+//! next instead of asking the allocator for each. Each thread keeps its own blocks (no lock: a box dropped on
 //! another thread gives its block to that thread), a bounded number per
 //! size, and none larger than `LARGEST_KEPT`. The most a worker keeps is
 //! what its largest burst of requests at once needed: for a request's

@@ -3,6 +3,13 @@
 //! address, the connection reads as closed, so the pool drops it when idle
 //! instead of keeping it for the idle timeout. Requests still in flight keep
 //! the address in use, so they never see this.
+//!
+//! How a read learns of the retirement depends on who reads: hyper's
+//! connection task waits on an idle connection's reads, so the signal must
+//! wake it (a registration with the signal, under its lock, on every read);
+//! the own exchange's pool never waits on an idle connection, it looks at
+//! it when checking it out and when sweeping, so a read there only loads
+//! the signal's flag.
 
 use std::future::Future;
 use std::io;
@@ -18,7 +25,7 @@ use super::tls::TlsConnection;
 
 pub struct UpstreamConnection {
     stream: Stream,
-    retired: Option<Pin<Box<WaitForCancellationFutureOwned>>>,
+    retirement: Retirement,
 }
 
 pub enum Stream {
@@ -26,18 +33,47 @@ pub enum Stream {
     Tls(Box<TlsConnection<TcpStream>>),
 }
 
+/// Who waits on a connection's reads while it is idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleReader {
+    /// hyper's connection task: the retirement wakes it.
+    Hyper,
+    /// No one: the own exchange's pool looks at its idle connections.
+    Pool,
+}
+
+/// The retirement signal of a connection's address, as its reads see it.
+enum Retirement {
+    /// The address is never retired (an SRV target's).
+    Never,
+    /// Looked at on each read.
+    Looked(CancellationToken),
+    /// Looked at on each read, and wakes the read waiting.
+    Woken(Pin<Box<WaitForCancellationFutureOwned>>),
+}
+
 impl UpstreamConnection {
-    pub fn new(stream: Stream, retirement: Option<CancellationToken>) -> UpstreamConnection {
-        UpstreamConnection {
-            stream,
-            retired: retirement.map(|token| Box::pin(token.cancelled_owned())),
-        }
+    pub fn new(
+        stream: Stream,
+        retirement: Option<CancellationToken>,
+        idle_reader: IdleReader,
+    ) -> UpstreamConnection {
+        let retirement = match (retirement, idle_reader) {
+            (None, _) => Retirement::Never,
+            (Some(token), IdleReader::Pool) => Retirement::Looked(token),
+            (Some(token), IdleReader::Hyper) => {
+                Retirement::Woken(Box::pin(token.cancelled_owned()))
+            }
+        };
+        UpstreamConnection { stream, retirement }
     }
 
     fn is_retired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.retired
-            .as_mut()
-            .is_some_and(|retired| retired.as_mut().poll(cx).is_ready())
+        match &mut self.retirement {
+            Retirement::Never => false,
+            Retirement::Looked(token) => token.is_cancelled(),
+            Retirement::Woken(retired) => retired.as_mut().poll(cx).is_ready(),
+        }
     }
 }
 

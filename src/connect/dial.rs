@@ -16,7 +16,7 @@ use http::Uri;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-use super::connection::{Stream, UpstreamConnection};
+use super::connection::{IdleReader, Stream, UpstreamConnection};
 use super::error::ConnectError;
 use super::srv::SrvResolvers;
 use super::tls::{handshake, system_roots, ClientConfigs, TlsHandshakeError, TlsSettings};
@@ -89,22 +89,24 @@ impl Connector {
                     .ok_or(ConnectError::NoAddress)?,
             ),
         };
-        self.connect_at(address).await
+        self.connect_at(address, IdleReader::Hyper).await
     }
 
-    /// Opens a connection to `address` (the shared pool's own exchange
-    /// knows it), abandoned as `connect`'s is.
+    /// Opens a connection to `address` for the own exchange (which knows
+    /// the address, and keeps the connection in its own pool), abandoned as
+    /// `connect`'s is.
     pub(super) async fn connect_to(
         &self,
         address: SocketAddr,
     ) -> Result<UpstreamConnection, ConnectError> {
-        self.connect_at(Some(address)).await
+        self.connect_at(Some(address), IdleReader::Pool).await
     }
 
     /// `address`: where to connect, unless the pool's destination is an SRV owner.
     async fn connect_at(
         &self,
         address: Option<SocketAddr>,
+        idle_reader: IdleReader,
     ) -> Result<UpstreamConnection, ConnectError> {
         let departure = address.and_then(|address| {
             self.dialing
@@ -112,18 +114,22 @@ impl Connector {
                 .departure(&self.key.transport, address)
         });
         let Some(departure) = departure else {
-            return self.open(address).await;
+            return self.open(address, idle_reader).await;
         };
         tokio::select! {
             // Also when both are ready: the connection may be to a newcomer.
             biased;
             () = departure.cancelled() => Err(ConnectError::Departed),
-            opened = self.open(address) => opened,
+            opened = self.open(address, idle_reader) => opened,
         }
     }
 
     /// `address`: where to connect, unless the pool's destination is an SRV owner.
-    async fn open(&self, address: Option<SocketAddr>) -> Result<UpstreamConnection, ConnectError> {
+    async fn open(
+        &self,
+        address: Option<SocketAddr>,
+        idle_reader: IdleReader,
+    ) -> Result<UpstreamConnection, ConnectError> {
         let started = Instant::now();
         let timeout = self.dialing.connect_timeout;
         let (tcp, address, srv_target) = match (&self.key.destination, address) {
@@ -175,7 +181,7 @@ impl Connector {
                 .registry
                 .retirement(&self.key.transport, address),
         };
-        Ok(UpstreamConnection::new(stream, retirement))
+        Ok(UpstreamConnection::new(stream, retirement, idle_reader))
     }
 
     async fn dial_srv(

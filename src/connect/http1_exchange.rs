@@ -456,7 +456,12 @@ async fn read_head<R: AsyncRead + Unpin>(
 ) -> Result<ParsedHead, ExchangeError> {
     let mut interim_read = false;
     loop {
-        if let Some((parsed, head_len)) = parse(buffer, method)? {
+        // A lent buffer comes empty: nothing to parse before the first read.
+        let whole = match buffer.is_empty() {
+            true => None,
+            false => parse(buffer, method)?,
+        };
+        if let Some((parsed, head_len)) = whole {
             interim_read = true;
             buffer.consume(head_len);
             match parsed {

@@ -25,6 +25,7 @@ use super::http1_exchange::{exchange, Outgoing};
 use super::srv::SrvResolvers;
 use super::upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};
 use crate::config::SrvResolution;
+use crate::kept_box::KeptBox;
 use crate::metrics::Metrics;
 use crate::resolve::{Dns, SrvAnswer};
 use crate::sync::{read, write};
@@ -147,9 +148,12 @@ where
     }
 
     /// Sends `head` and `body` to `endpoint`. The own HTTP/1.1 exchange
-    /// writes the head from where its handler keeps it, and its future is
-    /// part of this one, not boxed apart: a request's whole future is boxed
-    /// once by the server that answers it.
+    /// writes the head from where its handler keeps it. Its future, the
+    /// largest part of a request's, is put in a block the thread keeps
+    /// (`KeptBox`) where it is made: the layers that wrap it (the mapping
+    /// here, the wait for its head, the request's own future) then move a
+    /// pointer, not every byte of it, and no allocation is made for it once
+    /// the thread has served a request.
     pub fn send<'a, H: TryHead + Sync>(
         &self,
         endpoint: &'a Endpoint,
@@ -173,8 +177,10 @@ where
                 (Http1Engine::Own, Destination::Address(address))
                     if !outgoing.headers.contains_key(header::UPGRADE) =>
                 {
+                    let exchange =
+                        exchange(self.http1_connector.clone(), *address, outgoing, body);
                     return Either::Left(
-                        exchange(self.http1_connector.clone(), *address, outgoing, body)
+                        KeptBox::pin(exchange)
                             .map_ok(|response| response.map(UpstreamIncoming::Http1))
                             .map_err(SendError::Http1),
                     );

@@ -54,19 +54,59 @@ pub(super) async fn write<S: ClientIo>(
     asked: Asked,
 ) -> io::Result<bool> {
     let (parts, mut body) = response.into_parts();
-    let framing = framing(parts.status, &parts.headers, &body, asked);
-    let persistent =
-        asked.persistent && framing != Framing::UntilClose && !lists_close(&parts.headers);
+    let facts = HeadFacts::of(&parts.headers);
+    let framing = framing(parts.status, facts.content_length, &body, asked);
+    let persistent = asked.persistent && framing != Framing::UntilClose && !facts.lists_close;
     let mut head = HEAD.with(KeptHead::take);
     head.extend_from_slice(lock(wire).answer());
-    write_head(&mut head, &parts, framing, asked, persistent);
+    write_head(&mut head, &parts, framing, asked, persistent, facts.has_date);
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     header_maps::give_back(parts.headers);
     HEAD.with(|kept| kept.give_back(head));
     result.map(|()| persistent)
 }
 
-fn framing(status: StatusCode, headers: &HeaderMap, body: &ProxyBody, asked: Asked) -> Framing {
+/// What a response's fields say of its framing and its connection, read in
+/// one walk over them: looking each name up costs more than the walk over
+/// a usual head's few fields.
+struct HeadFacts {
+    /// The first `Content-Length`, if it reads as a number.
+    content_length: Option<u64>,
+    /// A `Connection` lists `close`.
+    lists_close: bool,
+    has_date: bool,
+}
+
+impl HeadFacts {
+    fn of(headers: &HeaderMap) -> HeadFacts {
+        let mut facts = HeadFacts {
+            content_length: None,
+            lists_close: false,
+            has_date: false,
+        };
+        let mut length_read = false;
+        for (name, value) in headers {
+            if name == header::CONTENT_LENGTH {
+                if !std::mem::replace(&mut length_read, true) {
+                    facts.content_length = value.to_str().ok().and_then(|v| v.parse().ok());
+                }
+            } else if name == header::CONNECTION {
+                facts.lists_close |= list_items(value.as_bytes())
+                    .any(|item| item.eq_ignore_ascii_case(b"close"));
+            } else if name == header::DATE {
+                facts.has_date = true;
+            }
+        }
+        facts
+    }
+}
+
+fn framing(
+    status: StatusCode,
+    content_length: Option<u64>,
+    body: &ProxyBody,
+    asked: Asked,
+) -> Framing {
     if asked.head
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
@@ -74,7 +114,7 @@ fn framing(status: StatusCode, headers: &HeaderMap, body: &ProxyBody, asked: Ask
     {
         return Framing::None;
     }
-    if let Some(length) = content_length(headers) {
+    if let Some(length) = content_length {
         return Framing::Length(length);
     }
     if body.is_end_stream() {
@@ -89,24 +129,13 @@ fn framing(status: StatusCode, headers: &HeaderMap, body: &ProxyBody, asked: Ask
     }
 }
 
-fn content_length(headers: &HeaderMap) -> Option<u64> {
-    let value = headers.get(header::CONTENT_LENGTH)?;
-    value.to_str().ok()?.parse().ok()
-}
-
-fn lists_close(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .any(|value| list_items(value.as_bytes()).any(|item| item.eq_ignore_ascii_case(b"close")))
-}
-
 fn write_head(
     head: &mut Vec<u8>,
     parts: &http::response::Parts,
     framing: Framing,
     asked: Asked,
     persistent: bool,
+    has_date: bool,
 ) {
     let reason = match parts.extensions.get::<hyper::ext::ReasonPhrase>() {
         Some(reason) => reason.as_bytes(),
@@ -130,7 +159,7 @@ fn write_head(
         Framing::Chunked => field(head, b"transfer-encoding", b"chunked"),
         Framing::None | Framing::UntilClose => {}
     }
-    if !parts.headers.contains_key(header::DATE) {
+    if !has_date {
         field(head, b"date", &date::now());
     }
     if !persistent {
@@ -304,6 +333,27 @@ mod tests {
             let (bytes, len) = chunk_size_line(size);
             assert_eq!(&bytes[..len], line.as_bytes());
         }
+    }
+
+    #[test]
+    fn a_heads_facts_are_read_in_one_walk() {
+        let facts = HeadFacts::of(&crate::proxy::headers::header_map(&[
+            ("content-length", "12"),
+            ("connection", "keep-alive"),
+            ("content-length", "13"),
+            ("connection", "x-trace, Close"),
+            ("date", "Wed, 02 Dec 2026 18:00:00 GMT"),
+        ]));
+        assert_eq!(facts.content_length, Some(12), "the first one");
+        assert!(facts.lists_close, "a later Connection line lists close");
+        assert!(facts.has_date);
+
+        let facts = HeadFacts::of(&crate::proxy::headers::header_map(&[
+            ("content-length", "twelve"),
+            ("connection", "keep-alive, closed"),
+        ]));
+        assert_eq!(facts.content_length, None);
+        assert!(!facts.lists_close && !facts.has_date);
     }
 
     #[test]
