@@ -152,7 +152,7 @@ pub fn set_client_identity(
     let this_hop = ForwardedElement {
         node: &peer.forwarded_node,
         proto,
-        host,
+        host: host.map(|host| (host, is_token(host.as_bytes()))),
     };
     if peer.is_trusted() {
         extend_claims(headers, set, peer, this_hop);
@@ -169,7 +169,7 @@ fn replace_claims(set: &mut SetFields, peer: &PeerInfo, this_hop: ForwardedEleme
     set.set(&X_REAL_IP, Some(peer.ip_value.clone()));
     let proto = HeaderValue::from_static(this_hop.proto);
     set.set(&X_FORWARDED_PROTO, Some(proto));
-    set.set(&X_FORWARDED_HOST, this_hop.host.cloned());
+    set.set(&X_FORWARDED_HOST, this_hop.host.map(|(host, _)| host.clone()));
     set.set(&X_FORWARDED_PORT, peer.local_port.clone());
     // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
     // client's would reach the upstream unchecked.
@@ -204,7 +204,7 @@ fn extend_claims(
         &X_FORWARDED_PROTO,
         Some(&HeaderValue::from_static(this_hop.proto)),
     );
-    unless_said(&X_FORWARDED_HOST, this_hop.host);
+    unless_said(&X_FORWARDED_HOST, this_hop.host.map(|(host, _)| host));
     unless_said(&X_FORWARDED_PORT, peer.local_port.as_ref());
 }
 
@@ -229,7 +229,9 @@ fn remove_own_namespace(headers: &mut HeaderMap) {
 struct ForwardedElement<'a> {
     node: &'a str,
     proto: &'static str,
-    host: Option<&'a HeaderValue>,
+    /// The host, and whether it is a token (written as it is, else quoted):
+    /// told once, for both the length and the writing.
+    host: Option<(&'a HeaderValue, bool)>,
 }
 
 impl ForwardedElement<'_> {
@@ -239,9 +241,9 @@ impl ForwardedElement<'_> {
 
     /// The bytes `write` writes.
     fn len(&self) -> usize {
-        let host = self
-            .host
-            .map_or(0, |host| Self::HOST.len() + parameter_len(host.as_bytes()));
+        let host = self.host.map_or(0, |(host, token)| {
+            Self::HOST.len() + parameter_len(host.as_bytes(), token)
+        });
         Self::FOR.len() + self.node.len() + Self::PROTO.len() + self.proto.len() + host
     }
 
@@ -250,16 +252,17 @@ impl ForwardedElement<'_> {
         out.extend_from_slice(self.node.as_bytes());
         out.extend_from_slice(Self::PROTO);
         out.extend_from_slice(self.proto.as_bytes());
-        if let Some(host) = self.host {
+        if let Some((host, token)) = self.host {
             out.extend_from_slice(Self::HOST);
-            write_parameter(host.as_bytes(), out);
+            write_parameter(host.as_bytes(), token, out);
         }
     }
 }
 
-/// The length of `raw` written as an RFC 7239 value (see `write_parameter`).
-fn parameter_len(raw: &[u8]) -> usize {
-    if is_token(raw) {
+/// The length of `raw` written as an RFC 7239 value (see
+/// `write_parameter`); `token`: whether `raw` is one.
+fn parameter_len(raw: &[u8], token: bool) -> usize {
+    if token {
         return raw.len();
     }
     let escapes = raw.iter().filter(|&&byte| needs_escape(byte)).count();
@@ -270,8 +273,8 @@ fn parameter_len(raw: &[u8]) -> usize {
 /// else as a quoted-string (a host with a port, an IPv6 host) with `"` and
 /// `\` escaped. Header value bytes are all allowed in a quoted-string
 /// otherwise (RFC 7230 §3.2.6).
-fn write_parameter(raw: &[u8], out: &mut BytesMut) {
-    if is_token(raw) {
+fn write_parameter(raw: &[u8], token: bool, out: &mut BytesMut) {
+    if token {
         out.extend_from_slice(raw);
         return;
     }

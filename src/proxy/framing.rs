@@ -38,15 +38,16 @@ pub fn check_request_codings(headers: &HeaderMap) -> Result<(), ProxyError> {
 /// accepts one (`TE` is hop-by-hop), HTTP/2 clients and HTTP/1.0 ones can't
 /// receive one, and hyper would pass the body on decoded of its chunks only.
 pub fn check_response_head<B>(response: &mut Response<B>) -> Result<(), ProxyError> {
-    only_chunked(response.headers())
-        .map_err(|other| ProxyError::new(ErrorKind::UpstreamTransferCoding, other))?;
     let headers = response.headers_mut();
-    // RFC 9112 §6.3: with `Transfer-Encoding`, the length is the framing
-    // and a `Content-Length` beside it is wrong. hyper read the body by
-    // the framing but keeps both headers; passed on, the length would cut
-    // the body for an HTTP/1.1 client and contradict the DATA sent to an
-    // HTTP/2 one.
+    // Most answers have no `Transfer-Encoding`: one lookup says so.
     if headers.contains_key(header::TRANSFER_ENCODING) {
+        only_chunked(headers)
+            .map_err(|other| ProxyError::new(ErrorKind::UpstreamTransferCoding, other))?;
+        // RFC 9112 §6.3: with `Transfer-Encoding`, the length is the
+        // framing and a `Content-Length` beside it is wrong. hyper read the
+        // body by the framing but keeps both headers; passed on, the
+        // length would cut the body for an HTTP/1.1 client and contradict
+        // the DATA sent to an HTTP/2 one.
         headers.remove(header::CONTENT_LENGTH);
     }
     // RFC 9110 §8.6: no `Content-Length` on a 1xx or 204. A 304's would
