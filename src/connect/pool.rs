@@ -177,8 +177,7 @@ where
                 (Http1Engine::Own, Destination::Address(address))
                     if !outgoing.headers.contains_key(header::UPGRADE) =>
                 {
-                    let exchange =
-                        exchange(self.http1_connector.clone(), *address, outgoing, body);
+                    let exchange = exchange(self.http1_connector.clone(), *address, outgoing, body);
                     return Either::Left(
                         KeptBox::pin(exchange)
                             .map_ok(|response| response.map(UpstreamIncoming::Http1))

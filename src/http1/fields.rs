@@ -98,6 +98,15 @@ impl<'a> Fields<'a> {
             if !field.name.eq_ignore_ascii_case(b"connection") {
                 continue;
             }
+            // Nearly always one option alone: told without reading a list.
+            if field.value.eq_ignore_ascii_case(b"keep-alive") {
+                options.keep_alive = true;
+                continue;
+            }
+            if field.value.eq_ignore_ascii_case(b"close") {
+                options.close = true;
+                continue;
+            }
             for item in list_items(field.value) {
                 if item.eq_ignore_ascii_case(b"close") {
                     options.close = true;
@@ -216,6 +225,27 @@ mod tests {
             ("x-secret", b"1")
         ]));
         assert!(!only_options(&[("Connection", b"close"), ("Close", b"1")]));
+    }
+
+    #[test]
+    fn a_connection_option_alone_is_read_as_the_list_of_it() {
+        let options = |lines: &[&'static [u8]]| {
+            let parsed: Vec<httparse::Header<'_>> = lines
+                .iter()
+                .map(|&value| httparse::Header {
+                    name: "Connection",
+                    value,
+                })
+                .collect();
+            let options = Fields::new(&parsed).connection();
+            (options.close, options.keep_alive, options.only_options)
+        };
+        assert_eq!(options(&[b"Keep-Alive"]), (false, true, true));
+        assert_eq!(options(&[b"CLOSE"]), (true, false, true));
+        assert_eq!(options(&[b"keep-alive", b"close"]), (true, true, true));
+        assert_eq!(options(&[b" keep-alive , Close"]), (true, true, true));
+        assert_eq!(options(&[b"keep-alive", b"x-trace"]), (false, true, false));
+        assert_eq!(options(&[b"keep-alived"]), (false, false, false));
     }
 
     #[test]

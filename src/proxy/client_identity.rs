@@ -169,7 +169,10 @@ fn replace_claims(set: &mut SetFields, peer: &PeerInfo, this_hop: ForwardedEleme
     set.set(&X_REAL_IP, Some(peer.ip_value.clone()));
     let proto = HeaderValue::from_static(this_hop.proto);
     set.set(&X_FORWARDED_PROTO, Some(proto));
-    set.set(&X_FORWARDED_HOST, this_hop.host.map(|(host, _)| host.clone()));
+    set.set(
+        &X_FORWARDED_HOST,
+        this_hop.host.map(|(host, _)| host.clone()),
+    );
     set.set(&X_FORWARDED_PORT, peer.local_port.clone());
     // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
     // client's would reach the upstream unchecked.

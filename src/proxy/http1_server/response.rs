@@ -59,7 +59,14 @@ pub(super) async fn write<S: ClientIo>(
     let persistent = asked.persistent && framing != Framing::UntilClose && !facts.lists_close;
     let mut head = HEAD.with(KeptHead::take);
     head.extend_from_slice(lock(wire).answer());
-    write_head(&mut head, &parts, framing, asked, persistent, facts.has_date);
+    write_head(
+        &mut head,
+        &parts,
+        framing,
+        asked,
+        persistent,
+        facts.has_date,
+    );
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     header_maps::give_back(parts.headers);
     HEAD.with(|kept| kept.give_back(head));
@@ -91,8 +98,8 @@ impl HeadFacts {
                     facts.content_length = value.to_str().ok().and_then(|v| v.parse().ok());
                 }
             } else if name == header::CONNECTION {
-                facts.lists_close |= list_items(value.as_bytes())
-                    .any(|item| item.eq_ignore_ascii_case(b"close"));
+                facts.lists_close |=
+                    list_items(value.as_bytes()).any(|item| item.eq_ignore_ascii_case(b"close"));
             } else if name == header::DATE {
                 facts.has_date = true;
             }
