@@ -4,9 +4,10 @@
 //! connection holds none of it; so is the upstream exchange's future, so
 //! that the layers wrapping it move a pointer rather than its bytes. With
 //! `KeptBox` a worker hands the same few blocks from one request to the
-//! next instead of asking the allocator for each. Each thread keeps its own blocks (no lock: a box dropped on
-//! another thread gives its block to that thread), a bounded number per
-//! size, and none larger than `LARGEST_KEPT`. The most a worker keeps is
+//! next instead of asking the allocator for each. Each thread keeps its
+//! own blocks (no lock: a box dropped on another thread gives its block to
+//! that thread), a bounded number per size, and none larger than
+//! `LARGEST_KEPT`. The most a worker keeps is
 //! what its largest burst of requests at once needed: for a request's
 //! future (about 5 KiB), 5 MiB after 1,024 requests at once.
 //!

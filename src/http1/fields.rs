@@ -98,21 +98,13 @@ impl<'a> Fields<'a> {
             if !field.name.eq_ignore_ascii_case(b"connection") {
                 continue;
             }
-            // Nearly always one option alone: told without reading a list.
-            if field.value.eq_ignore_ascii_case(b"keep-alive") {
-                options.keep_alive = true;
-                continue;
-            }
-            if field.value.eq_ignore_ascii_case(b"close") {
-                options.close = true;
+            // Nearly always one option alone: read as the one item it is,
+            // without parsing a list.
+            if options.note(field.value) {
                 continue;
             }
             for item in list_items(field.value) {
-                if item.eq_ignore_ascii_case(b"close") {
-                    options.close = true;
-                } else if item.eq_ignore_ascii_case(b"keep-alive") {
-                    options.keep_alive = true;
-                } else if !item.is_empty() {
+                if !options.note(item) && !item.is_empty() {
                     options.only_options = false;
                 }
             }
@@ -144,6 +136,20 @@ pub struct ConnectionOptions {
     /// `Close` is there for them to name: `Connection` and `Keep-Alive` are
     /// then all that RFC 9110 §7.6.1 removes.
     pub only_options: bool,
+}
+
+impl ConnectionOptions {
+    /// Notes `item` if it is `close` or `keep-alive`; whether it was.
+    fn note(&mut self, item: &[u8]) -> bool {
+        if item.eq_ignore_ascii_case(b"close") {
+            self.close = true;
+        } else if item.eq_ignore_ascii_case(b"keep-alive") {
+            self.keep_alive = true;
+        } else {
+            return false;
+        }
+        true
+    }
 }
 
 /// The items of a comma-separated list (RFC 9110 §5.6.1), each without the

@@ -59,14 +59,7 @@ pub(super) async fn write<S: ClientIo>(
     let persistent = asked.persistent && framing != Framing::UntilClose && !facts.lists_close;
     let mut head = HEAD.with(KeptHead::take);
     head.extend_from_slice(lock(wire).answer());
-    write_head(
-        &mut head,
-        &parts,
-        framing,
-        asked,
-        persistent,
-        facts.has_date,
-    );
+    write_head(&mut head, &parts, framing, asked, persistent, &facts);
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     header_maps::give_back(parts.headers);
     HEAD.with(|kept| kept.give_back(head));
@@ -142,7 +135,7 @@ fn write_head(
     framing: Framing,
     asked: Asked,
     persistent: bool,
-    has_date: bool,
+    facts: &HeadFacts,
 ) {
     let reason = match parts.extensions.get::<hyper::ext::ReasonPhrase>() {
         Some(reason) => reason.as_bytes(),
@@ -166,7 +159,7 @@ fn write_head(
         Framing::Chunked => field(head, b"transfer-encoding", b"chunked"),
         Framing::None | Framing::UntilClose => {}
     }
-    if !has_date {
+    if !facts.has_date {
         field(head, b"date", &date::now());
     }
     if !persistent {
