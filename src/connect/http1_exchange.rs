@@ -36,7 +36,7 @@ use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{self, KeptHead};
 use crate::http1::{
     header_map, last_chunk, may_be_trailer, parse_response_head, persistent, response_framing,
-    FieldSlots, ResponseFraming, SharedHead,
+    FieldSlots, ResponseFraming, SharedHead, RESPONSE_NAMES,
 };
 
 /// The fields dockhand may add to a response before its client
@@ -522,7 +522,8 @@ fn parse(
                 || field.name.eq_ignore_ascii_case(b"keep-alive")))
     });
     let capacity = head.fields.len() + ADDED_RESPONSE_FIELDS;
-    let headers = header_map(passed_on, capacity, &SharedHead::copy(head.bytes))
+    let head_copy = SharedHead::copy(head.bytes);
+    let headers = header_map(passed_on, capacity, &head_copy, Some(&RESPONSE_NAMES))
         .map_err(|e| ExchangeError::NotHttp(e.into()))?;
     let canonical = status.canonical_reason().map(str::as_bytes);
     let reason = (canonical != Some(head.reason))

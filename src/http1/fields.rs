@@ -5,12 +5,14 @@
 //! fields made into an `http` header map whose values share one copy of
 //! their head (`SharedHead`) rather than one copy each.
 
+use std::cell::RefCell;
 use std::fmt;
 use std::mem::MaybeUninit;
+use std::thread::LocalKey;
 
 use bytes::Bytes;
 
-use super::header_names::header_name;
+use super::header_names::{with_recent_names, RecentNames};
 use super::{arena, header_maps, MAX_HEADERS};
 
 /// One field line: its name and its value (without surrounding whitespace),
@@ -193,7 +195,7 @@ mod tests {
             },
         ];
         let head = SharedHead::copy(&source);
-        let map = header_map(fields.into_iter(), 8, &head).unwrap();
+        let map = header_map(fields.into_iter(), 8, &head, None).unwrap();
         assert_eq!(map["host"], "a.test");
         assert_eq!(map["x-long"], "abcdefghijklmnopqrstuvwxyz");
         // Each value points into the one copy, not at a copy of its own.
@@ -254,6 +256,37 @@ mod tests {
         assert_eq!(options(&[b"keep-alived"]), (false, false, false));
     }
 
+    /// What lets `header_map` skip `HeaderValue`'s check: every byte
+    /// httparse takes in a request's or a response's field value,
+    /// `HeaderValue` takes too.
+    #[test]
+    fn a_value_httparse_takes_is_a_valid_header_value() {
+        let mut taken = 0;
+        for byte in 0..=u8::MAX {
+            for start in [&b"GET / HTTP/1.1\r\n"[..], b"HTTP/1.1 200 OK\r\n"] {
+                let head = [start, b"A: x", &[byte], b"y\r\n\r\n"].concat();
+                let mut fields = [httparse::EMPTY_HEADER; 4];
+                let value = if start.starts_with(b"GET") {
+                    let mut request = httparse::Request::new(&mut fields);
+                    matches!(request.parse(&head), Ok(httparse::Status::Complete(_)))
+                        .then(|| request.headers[0].value)
+                } else {
+                    let mut response = httparse::Response::new(&mut fields);
+                    matches!(response.parse(&head), Ok(httparse::Status::Complete(_)))
+                        .then(|| response.headers[0].value)
+                };
+                let Some(value) = value else { continue };
+                taken += 1;
+                assert!(
+                    http::HeaderValue::from_bytes(value).is_ok(),
+                    "byte {byte:#04x}: httparse takes {value:?}, HeaderValue does not"
+                );
+            }
+        }
+        // Tab, space, visible ASCII and obs-text, in both kinds of head.
+        assert_eq!(taken, 2 * (1 + 95 + 128));
+    }
+
     #[test]
     fn a_value_with_obs_text_lists_nothing() {
         assert_eq!(list_items(b"close, \xff").count(), 0);
@@ -298,18 +331,32 @@ impl<'a> SharedHead<'a> {
 /// `fields`, slices of `head`, as an `http` header map in their order
 /// (repeats appended), with room for `capacity` fields in all (those its
 /// user adds too, so that the map is not grown per request): one of the
-/// thread's kept maps (`header_maps`).
+/// thread's kept maps (`header_maps`). Their names are looked up by their
+/// place in `recent` (`header_names::REQUEST_NAMES` or `RESPONSE_NAMES`),
+/// or made afresh without it.
+///
+/// The fields are ones `httparse` parsed: their values are not checked
+/// again (see `a_value_httparse_takes_is_a_valid_header_value`).
 pub fn header_map<'a>(
     fields: impl Iterator<Item = Field<'a>>,
     capacity: usize,
     head: &SharedHead<'_>,
+    recent: Option<&'static LocalKey<RefCell<RecentNames>>>,
 ) -> Result<http::HeaderMap, InvalidField> {
     let mut headers = header_maps::take(capacity);
-    for field in fields {
-        let name = header_name(field.name).map_err(|_| InvalidField)?;
-        let value = http::HeaderValue::from_maybe_shared(head.slice(field.value))
-            .map_err(|_| InvalidField)?;
-        headers.append(name, value);
-    }
+    with_recent_names(recent, |name_at| {
+        for (place, field) in fields.enumerate() {
+            let name = name_at(place, field.name).map_err(|_| InvalidField)?;
+            // SAFETY: not a memory-safety contract but a validity one:
+            // httparse takes in a value only the bytes `HeaderValue` takes
+            // (visible ASCII, space, tab and obs-text, never another control
+            // byte), which the test named above checks byte by byte, so the
+            // check this skips would pass. hyper's server skips it likewise.
+            let value =
+                unsafe { http::HeaderValue::from_maybe_shared_unchecked(head.slice(field.value)) };
+            headers.append(name, value);
+        }
+        Ok(())
+    })?;
     Ok(headers)
 }

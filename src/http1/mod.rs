@@ -37,6 +37,7 @@ pub use framing::{
     RequestFraming, ResponseFraming,
 };
 pub use head_writer::{Decimal, HeadWriteError, KeptHead};
+pub use header_names::{REQUEST_NAMES, RESPONSE_NAMES};
 pub use request_head::{parse_request_head, HeadError, RequestHead};
 pub use response_head::{parse_response_head, ResponseHead};
 pub use trailers::{last_chunk, may_be_trailer, trailer_fields};

@@ -23,7 +23,7 @@ pub fn trailer_fields(section: &[u8]) -> Option<HeaderMap> {
         name: field.name.as_bytes(),
         value: field.value,
     });
-    header_map(fields, count, &SharedHead::copy(section)).ok()
+    header_map(fields, count, &SharedHead::copy(section), None).ok()
 }
 
 /// Whether `name` may be sent as a trailer field: none that frames,

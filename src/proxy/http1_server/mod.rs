@@ -37,7 +37,7 @@ use super::send_timeout::ClientCut;
 use crate::http1::buffers;
 use crate::http1::{
     header_map, parse_request_head, request_facts, request_framing, BodyFraming, FieldSlots,
-    FramingError, HeadError, RequestFraming, RequestHead, SharedHead,
+    FramingError, HeadError, RequestFraming, RequestHead, SharedHead, REQUEST_NAMES,
 };
 use crate::kept_box::KeptBox;
 use crate::metrics::{ClientProtocol, OpenConnection};
@@ -363,7 +363,8 @@ fn request_from(head: &RequestHead<'_>) -> Result<Option<Parsed>, Refusal> {
         Err(_) => return Err(bad),
     };
     let capacity = head.fields.len() + ADDED_UPSTREAM_FIELDS;
-    let headers = header_map(head.fields.iter(), capacity, &shared).map_err(|_| bad)?;
+    let headers =
+        header_map(head.fields.iter(), capacity, &shared, Some(&REQUEST_NAMES)).map_err(|_| bad)?;
     let asked = Asked {
         version: version_of(head),
         head: method == Method::HEAD,
