@@ -17,6 +17,11 @@
 # counted (callgrind's instrumentation is switched on around them). Needs
 # valgrind, nginx and h2load (nghttp2-client). With PROFILE=FILE, the
 # callgrind profile is kept there, for callgrind_annotate.
+#
+# It also counts the atomic read-modify-writes per request (bench/atomics.py,
+# which needs objdump): one instruction each to callgrind, but tens of
+# cycles each to the processor. With TOP=N, the N functions that run most
+# of them are listed.
 set -euo pipefail
 
 bin=$1
@@ -76,7 +81,8 @@ else
         --http-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))" \
         --workers 1 --log-level warn
 fi
-valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/callgrind.out" \
+valgrind --tool=callgrind --instr-atstart=no \
+    --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$work/callgrind.out" \
     "$@" >"$work/proxy.log" 2>&1 &
 proxy=$!
 pids+=("$proxy")
@@ -99,4 +105,5 @@ case $summary in
 esac
 total=$(callgrind_annotate "$work/callgrind.out" | awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')
 if [ -n "${PROFILE:-}" ]; then cp "$work/callgrind.out" "$PROFILE"; fi
-echo "$bin: $((total / requests)) instructions per request ($total over $requests requests)"
+atomics=$(python3 "$(dirname "$0")/atomics.py" "$work/callgrind.out" "$requests" "${TOP:-0}")
+echo "$bin: $((total / requests)) instructions and $atomics atomic read-modify-writes per request ($total instructions over $requests requests)"

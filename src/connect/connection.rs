@@ -19,9 +19,10 @@ use std::task::{Context, Poll};
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::tls::TlsConnection;
+use crate::upstream::Retirement as Signal;
 
 pub struct UpstreamConnection {
     stream: Stream,
@@ -47,7 +48,7 @@ enum Retirement {
     /// The address is never retired (an SRV target's).
     Never,
     /// Looked at on each read.
-    Looked(CancellationToken),
+    Looked(Signal),
     /// Looked at on each read, and wakes the read waiting.
     Woken(Pin<Box<WaitForCancellationFutureOwned>>),
 }
@@ -55,14 +56,14 @@ enum Retirement {
 impl UpstreamConnection {
     pub fn new(
         stream: Stream,
-        retirement: Option<CancellationToken>,
+        retirement: Option<Signal>,
         idle_reader: IdleReader,
     ) -> UpstreamConnection {
         let retirement = match (retirement, idle_reader) {
             (None, _) => Retirement::Never,
-            (Some(token), IdleReader::Pool) => Retirement::Looked(token),
-            (Some(token), IdleReader::Hyper) => {
-                Retirement::Woken(Box::pin(token.cancelled_owned()))
+            (Some(signal), IdleReader::Pool) => Retirement::Looked(signal),
+            (Some(signal), IdleReader::Hyper) => {
+                Retirement::Woken(Box::pin(signal.into_token().cancelled_owned()))
             }
         };
         UpstreamConnection { stream, retirement }
@@ -71,7 +72,7 @@ impl UpstreamConnection {
     fn is_retired(&mut self, cx: &mut Context<'_>) -> bool {
         match &mut self.retirement {
             Retirement::Never => false,
-            Retirement::Looked(token) => token.is_cancelled(),
+            Retirement::Looked(signal) => signal.is_raised(),
             Retirement::Woken(retired) => retired.as_mut().poll(cx).is_ready(),
         }
     }

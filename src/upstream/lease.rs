@@ -7,7 +7,8 @@
 //! connection attempts to it are abandoned, since its old IP may already
 //! belong to another container.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tokio_util::sync::CancellationToken;
 
@@ -17,7 +18,7 @@ use crate::sync::lock;
 /// the last one goes.
 #[derive(Debug)]
 pub struct AddressLease {
-    retired: CancellationToken,
+    retired: Retirement,
     membership: Mutex<Membership>,
 }
 
@@ -29,9 +30,34 @@ struct Membership {
     departed: CancellationToken,
 }
 
+/// The signal that an address was retired: a token to wait on, and a flag
+/// to look at. Looking at the token takes its lock, where the flag is one
+/// load: the own pool looks at it on every read of a connection.
+#[derive(Clone, Debug, Default)]
+pub struct Retirement {
+    token: CancellationToken,
+    raised: Arc<AtomicBool>,
+}
+
+impl Retirement {
+    fn raise(&self) {
+        self.raised.store(true, Ordering::Release);
+        self.token.cancel();
+    }
+
+    pub fn is_raised(&self) -> bool {
+        self.raised.load(Ordering::Acquire)
+    }
+
+    /// The token, for a wait that the retirement ends.
+    pub fn into_token(self) -> CancellationToken {
+        self.token
+    }
+}
+
 impl Drop for AddressLease {
     fn drop(&mut self) {
-        self.retired.cancel();
+        self.retired.raise();
         lock(&self.membership).departed.cancel();
     }
 }
@@ -39,7 +65,7 @@ impl Drop for AddressLease {
 impl AddressLease {
     pub fn new() -> AddressLease {
         AddressLease {
-            retired: CancellationToken::new(),
+            retired: Retirement::default(),
             membership: Mutex::new(Membership {
                 table: 0,
                 departed: CancellationToken::new(),
@@ -47,8 +73,8 @@ impl AddressLease {
         }
     }
 
-    /// Cancelled when the last holder of the lease goes.
-    pub fn retirement(&self) -> CancellationToken {
+    /// Raised when the last holder of the lease goes.
+    pub fn retirement(&self) -> Retirement {
         self.retired.clone()
     }
 

@@ -15,6 +15,7 @@ mod registry;
 pub use checks::run_checks;
 pub use endpoint::{Destination, Endpoint, TlsTarget, Transport};
 pub use health::{tcp_probe, Check, EndpointState, Health, InFlight, Probe};
+pub use lease::Retirement;
 pub use registry::EndpointRegistry;
 
 use std::collections::HashMap;

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::endpoint::{Destination, Transport};
 use super::health::{Check, EndpointState};
-use super::lease::AddressLease;
+use super::lease::{AddressLease, Retirement};
 use crate::sync::lock;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -129,11 +129,7 @@ impl EndpointRegistry {
 
     /// The signal that closes connections to `address` once no table uses
     /// it; `None` when none does already.
-    pub fn retirement(
-        &self,
-        transport: &Transport,
-        address: SocketAddr,
-    ) -> Option<CancellationToken> {
+    pub fn retirement(&self, transport: &Transport, address: SocketAddr) -> Option<Retirement> {
         self.held_lease(transport, address)
             .map(|lease| lease.retirement())
     }
@@ -226,9 +222,11 @@ mod tests {
         let place = "10.0.0.1:80".parse().unwrap();
         let state = state_of(&registry, Transport::Http1, None);
         let retirement = registry.retirement(&Transport::Http1, place).unwrap();
-        assert!(!retirement.is_cancelled());
+        assert!(!retirement.is_raised());
+        let waiting = retirement.clone().into_token();
         drop(state);
-        assert!(retirement.is_cancelled());
+        assert!(retirement.is_raised());
+        assert!(waiting.is_cancelled(), "a wait on it ends too");
         assert!(registry.retirement(&Transport::Http1, place).is_none());
         registry.sweep();
         assert!(lock(&registry.states).is_empty());
