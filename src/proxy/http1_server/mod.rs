@@ -174,7 +174,9 @@ pub async fn serve<S: ClientIo>(
                     trailers: false,
                 };
                 // Boxed, as the exchange below: rare, and large.
-                let _ = Box::pin(response::write(&wire, refusal.response(), asked)).await;
+                let continued = lock(&wire).answer();
+                let written = response::write(&wire, refusal.response(), asked, continued);
+                let _ = Box::pin(written).await;
                 close(&wire, true).await;
                 return Ended::Closed;
             }
@@ -234,8 +236,12 @@ async fn exchange<S: ClientIo>(
     asked.persistent &= !draining.has_changed().unwrap_or(true);
     // No body of the request is left once the handler is done with it.
     let alone = Arc::strong_count(wire) == 1;
-    asked.persistent &= lock(wire).settle(alone);
-    let written = std::pin::pin!(response::write(wire, response, asked));
+    let continued = {
+        let mut wire = lock(wire);
+        asked.persistent &= wire.settle(alone);
+        wire.answer()
+    };
+    let written = std::pin::pin!(response::write(wire, response, asked, continued));
     until_gone(wire, written).await?
 }
 

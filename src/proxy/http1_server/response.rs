@@ -5,6 +5,7 @@
 //! that is ready at once, in one `writev`.
 
 use std::io::{self, IoSlice};
+use std::task::{ready, Poll};
 
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -19,7 +20,6 @@ use crate::http1::fields::list_items;
 use crate::http1::head_writer::{self, field};
 use crate::http1::{header_maps, last_chunk, may_be_trailer, Decimal, KeptHead};
 use crate::proxy::body::ProxyBody;
-use crate::sync::lock;
 
 /// What the request says of its response.
 #[derive(Clone, Copy, Debug)]
@@ -45,20 +45,22 @@ thread_local! {
     static HEAD: KeptHead = const { KeptHead::new() };
 }
 
-/// Writes `response` and its body; `Ok(true)` if the connection may carry
-/// another request. An error (the client gone, a body cut midway) ends the
+/// Writes `response` and its body, after `continued` (what is left of a
+/// `100 Continue` begun: `Wire::answer`); `Ok(true)` if the connection may
+/// carry another request. An error (the client gone, a body cut midway) ends the
 /// connection, with the body's end unsent so the client sees it incomplete.
 pub(super) async fn write<S: ClientIo>(
     wire: &SharedWire<S>,
     response: Response<ProxyBody>,
     asked: Asked,
+    continued: &'static [u8],
 ) -> io::Result<bool> {
     let (parts, mut body) = response.into_parts();
     let facts = HeadFacts::of(&parts.headers);
     let framing = framing(parts.status, facts.content_length, &body, asked);
     let persistent = asked.persistent && framing != Framing::UntilClose && !facts.lists_close;
     let mut head = HEAD.with(KeptHead::take);
-    head.extend_from_slice(lock(wire).answer());
+    head.extend_from_slice(continued);
     write_head(&mut head, &parts, framing, asked, persistent, &facts);
     let result = write_body(wire, &head, &mut body, framing, asked, &parts.headers).await;
     header_maps::give_back(parts.headers);
@@ -300,22 +302,30 @@ fn may_send_trailer(headers: &HeaderMap, name: &header::HeaderName) -> bool {
 }
 
 /// Writes every slice, then flushes (a TLS stream holds what it encrypts).
+/// Writes `slices` whole and flushes them, under one lock of the wire for
+/// as far as each poll gets. Nothing to write is nothing to do: what was
+/// written before was flushed by its own write.
 async fn write_all<S: ClientIo>(
     wire: &SharedWire<S>,
     mut slices: &mut [IoSlice<'_>],
 ) -> io::Result<()> {
     IoSlice::advance_slices(&mut slices, 0);
-    while !slices.is_empty() {
-        let written = std::future::poll_fn(|cx| {
-            poll_io(wire, cx, |io, cx| io.poll_write_vectored(cx, slices))
-        })
-        .await?;
-        if written == 0 {
-            return Err(io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut slices, written);
+    if slices.is_empty() {
+        return Ok(());
     }
-    std::future::poll_fn(|cx| poll_io(wire, cx, |io, cx| io.poll_flush(cx))).await
+    std::future::poll_fn(|cx| {
+        poll_io(wire, cx, |mut io, cx| {
+            while !slices.is_empty() {
+                let written = ready!(io.as_mut().poll_write_vectored(cx, slices))?;
+                if written == 0 {
+                    return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+                }
+                IoSlice::advance_slices(&mut slices, written);
+            }
+            io.poll_flush(cx)
+        })
+    })
+    .await
 }
 
 #[cfg(test)]

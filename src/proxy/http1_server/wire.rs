@@ -348,19 +348,16 @@ impl<S: ClientIo> BodySource for Wire<S> {
 /// A request body read by the own HTTP/1.1 server, from the connection
 /// its head came on.
 pub struct Http1RequestBody {
-    wire: Arc<Mutex<dyn BodySource>>,
+    /// `None` for a body known empty from the head: the connection is not
+    /// looked at (nor shared, which would cost its count twice).
+    wire: Option<Arc<Mutex<dyn BodySource>>>,
     request: u64,
-    /// Known empty from the head: the connection is not looked at.
-    empty: bool,
 }
 
 impl Http1RequestBody {
     pub(super) fn new<S: ClientIo>(wire: &SharedWire<S>, request: u64, empty: bool) -> Self {
-        Http1RequestBody {
-            wire: wire.clone(),
-            request,
-            empty,
-        }
+        let wire = (!empty).then(|| wire.clone() as Arc<Mutex<dyn BodySource>>);
+        Http1RequestBody { wire, request }
     }
 }
 
@@ -372,21 +369,23 @@ impl Body for Http1RequestBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
-        if self.empty {
-            return Poll::Ready(None);
+        match &self.wire {
+            Some(wire) => lock(wire).poll_body(self.request, cx),
+            None => Poll::Ready(None),
         }
-        lock(&self.wire).poll_body(self.request, cx)
     }
 
     fn is_end_stream(&self) -> bool {
-        self.empty || lock(&self.wire).ended(self.request)
+        self.wire
+            .as_ref()
+            .is_none_or(|wire| lock(wire).ended(self.request))
     }
 
     fn size_hint(&self) -> SizeHint {
-        if self.empty {
+        let Some(wire) = &self.wire else {
             return SizeHint::with_exact(0);
-        }
-        match lock(&self.wire).left(self.request) {
+        };
+        match lock(wire).left(self.request) {
             Some(left) => SizeHint::with_exact(left),
             None => SizeHint::default(),
         }
