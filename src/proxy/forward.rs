@@ -67,6 +67,22 @@ pub struct ProxyState {
 }
 
 /// Answers one request; never fails: errors become dockhand's own statuses.
+/// For a server whose answers must own what they use (hyper's).
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn would hold the request twice (see `answer`)"
+)]
+pub fn handle(
+    state: Arc<ProxyState>,
+    peer: Arc<PeerInfo>,
+    client_cut: Arc<ClientCut>,
+    request: Request<ClientIncoming>,
+) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'static {
+    async move { answer(&state, &peer, client_cut, request).await }
+}
+
+/// `handle` for a server that keeps the connection's shares itself (the
+/// own HTTP/1.1 server): borrowing them costs no count of each per request.
 ///
 /// Not an `async fn`, nor is `handle_inner`: an `async fn` keeps its
 /// argument and the copy it makes of it side by side, and the request is
@@ -75,12 +91,12 @@ pub struct ProxyState {
     clippy::manual_async_fn,
     reason = "an async fn would hold the request twice"
 )]
-pub fn handle(
-    state: Arc<ProxyState>,
-    peer: Arc<PeerInfo>,
+pub fn answer<'a>(
+    state: &'a ProxyState,
+    peer: &'a PeerInfo,
     client_cut: Arc<ClientCut>,
     request: Request<ClientIncoming>,
-) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'static {
+) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'a {
     async move {
         let mut record = KeptBox::new(AccessRecord {
             started: Instant::now(),
@@ -98,9 +114,9 @@ pub fn handle(
             cause: None,
             counters: state.metrics.unmatched().clone(),
         });
-        let response = match local_answer::acme_challenge(&state.tls, &peer, &request).await {
+        let response = match local_answer::acme_challenge(&state.tls, peer, &request).await {
             Some(answer) => answer,
-            None => match handle_inner(&state, &peer, request, &mut record).await {
+            None => match handle_inner(state, peer, request, &mut record).await {
                 Ok(response) => response,
                 Err(error) => {
                     state.metrics.error(error.reason());

@@ -32,7 +32,7 @@ use super::body::ProxyBody;
 use super::client_body::ClientIncoming;
 use super::client_identity::PeerInfo;
 use super::error::{ErrorKind, ProxyError};
-use super::forward::{handle, ProxyState};
+use super::forward::{answer, ProxyState};
 use super::send_timeout::ClientCut;
 use crate::http1::buffers;
 use crate::http1::{
@@ -221,9 +221,9 @@ async fn exchange<S: ClientIo>(
     // its block, so that the writing's takes its place instead of being
     // laid out beside it.
     let response = {
-        let answered = std::pin::pin!(handle(
-            client.state.clone(),
-            client.peer.clone(),
+        let answered = std::pin::pin!(answer(
+            &client.state,
+            &client.peer,
             client.cut.clone(),
             request,
         ));
