@@ -300,7 +300,16 @@ fn is_token(raw: &[u8]) -> bool {
     !raw.is_empty()
         && raw
             .iter()
-            .all(|&byte| byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte))
+            .all(|&byte| byte.is_ascii_alphanumeric() || is_tchar_symbol(byte))
+}
+
+/// The symbols a `tchar` may be: matched, where a search of the list for
+/// each byte cost more than the rest of the element's writing.
+fn is_tchar_symbol(byte: u8) -> bool {
+    matches!(
+        byte,
+        b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+    )
 }
 
 /// The value of the list header `name` with one more element, which `write`

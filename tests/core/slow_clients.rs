@@ -363,3 +363,40 @@ async fn idle_connections_are_closed_after_the_header_timeout_but_not_while_answ
     })
     .await;
 }
+
+/// Each request head has the whole `--header-read-timeout` from the moment
+/// its wait began: a keep-alive connection that asks again well within it,
+/// request after request, is served for several timeouts in all (the
+/// timer set for an earlier request's wait fires meanwhile, and must not
+/// end a later one), and is closed once it has asked nothing for one.
+#[tokio::test]
+async fn a_connection_asking_within_the_header_timeout_is_served_past_many() {
+    let backend = pausing_backend(Duration::ZERO).await;
+    let timeout = Duration::from_secs(1);
+    let settings = dockhand::settings::Settings {
+        header_read_timeout: timeout,
+        ..test_settings()
+    };
+    let proxy = Proxy::start_with(&one_route("example.com", backend.addr), settings).await;
+    let mut http1 = http1_connection(proxy.addr).await;
+    let started = Instant::now();
+    for asked in 0..5 {
+        if asked > 0 {
+            tokio::time::sleep(timeout * 7 / 10).await;
+        }
+        let request = request("GET", "example.com", "/").body(empty()).unwrap();
+        let reply = read_reply(http1.send_request(request).await.unwrap()).await;
+        assert_eq!(reply.text(), "half;half;", "request {asked}");
+    }
+    assert!(started.elapsed() > timeout * 2, "served past two timeouts");
+    let idle = Instant::now();
+    eventually("the idle connection is closed", || {
+        std::future::ready(http1.is_closed())
+    })
+    .await;
+    assert!(
+        idle.elapsed() >= timeout * 9 / 10,
+        "closed after {:?}",
+        idle.elapsed()
+    );
+}

@@ -111,9 +111,12 @@ pub async fn serve<S: ClientIo>(
     let mut drain = false;
     // Counted as an open HTTP/1.1 connection from its first request on.
     let mut counted: Option<OpenConnection> = None;
-    // One timer for the connection, moved later at each request: moving
-    // it later costs the timer wheel nothing until it comes due, where a
-    // timer made and dropped per request was put in and taken out.
+    // One timer for the connection, made per request only in what it
+    // means: each request's head is due `--header-read-timeout` after its
+    // wait began (`due`), and the timer, set for an earlier request's, is
+    // moved to that when it fires first. Moving it per request cost the
+    // timer's locks each time; a busy connection now moves it once a
+    // timeout.
     let header_deadline = tokio::time::sleep(client.header_read_timeout);
     tokio::pin!(header_deadline);
     // One wait for the drain for the connection, for the same reason: a
@@ -127,7 +130,7 @@ pub async fn serve<S: ClientIo>(
     };
     tokio::pin!(drained);
     loop {
-        (header_deadline.as_mut()).reset(Instant::now() + client.header_read_timeout);
+        let due = Instant::now() + client.header_read_timeout;
         let first = number == 0;
         let next = loop {
             // The request first, and no random order drawn: a head that
@@ -136,7 +139,12 @@ pub async fn serve<S: ClientIo>(
             tokio::select! {
                 biased;
                 next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
-                () = &mut header_deadline => break None,
+                () = &mut header_deadline => {
+                    if Instant::now() >= due {
+                        break None;
+                    }
+                    header_deadline.as_mut().reset(due);
+                }
                 () = &mut drained, if !drain => {
                     drain = true;
                     if lock(&wire).buffered().is_empty() {
