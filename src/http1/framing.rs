@@ -199,7 +199,9 @@ fn content_length(fields: &Fields<'_>) -> Result<Option<u64>, FramingError> {
     Ok(length)
 }
 
-fn decimal(digits: &[u8]) -> Option<u64> {
+/// A length's digits (RFC 9110 §8.6: `1*DIGIT`, no sign, no spaces) as a
+/// number; `None` for anything else, or past `u64`.
+pub fn decimal(digits: &[u8]) -> Option<u64> {
     if digits.is_empty() {
         return None;
     }

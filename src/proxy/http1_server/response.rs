@@ -17,6 +17,7 @@ use http_body_util::BodyExt;
 use super::date;
 use super::wire::{poll_io, ClientIo, SharedWire};
 use crate::http1::fields::list_items;
+use crate::http1::framing::decimal;
 use crate::http1::head_writer::{self, field};
 use crate::http1::{header_maps, last_chunk, may_be_trailer, Decimal, KeptHead};
 use crate::proxy::body::ProxyBody;
@@ -72,7 +73,7 @@ pub(super) async fn write<S: ClientIo>(
 /// one walk over them: looking each name up costs more than the walk over
 /// a usual head's few fields.
 struct HeadFacts {
-    /// The first `Content-Length`, if it reads as a number.
+    /// The first `Content-Length`, if it is a length (digits alone).
     content_length: Option<u64>,
     /// A `Connection` lists `close`.
     lists_close: bool,
@@ -90,7 +91,7 @@ impl HeadFacts {
         for (name, value) in headers {
             if name == header::CONTENT_LENGTH {
                 if !std::mem::replace(&mut length_read, true) {
-                    facts.content_length = value.to_str().ok().and_then(|v| v.parse().ok());
+                    facts.content_length = decimal(value.as_bytes());
                 }
             } else if name == header::CONNECTION {
                 facts.lists_close |=
@@ -364,6 +365,12 @@ mod tests {
         ]));
         assert_eq!(facts.content_length, None);
         assert!(!facts.lists_close && !facts.has_date);
+
+        let signed = HeadFacts::of(&crate::proxy::headers::header_map(&[(
+            "content-length",
+            "+12",
+        )]));
+        assert_eq!(signed.content_length, None, "a length has no sign");
     }
 
     #[test]
