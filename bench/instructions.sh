@@ -19,8 +19,8 @@
 # callgrind profile is kept there, for callgrind_annotate.
 #
 # It also counts the atomic read-modify-writes per request (bench/atomics.py,
-# which needs objdump): one instruction each to callgrind, but tens of
-# cycles each to the processor. With TOP=N, the N functions that run most
+# which needs objdump): one instruction each to callgrind, but a dozen
+# cycles or more each to the processor. With TOP=N, the N functions that run most
 # of them are listed.
 set -euo pipefail
 
