@@ -111,12 +111,11 @@ pub async fn serve<S: ClientIo>(
     let mut drain = false;
     // Counted as an open HTTP/1.1 connection from its first request on.
     let mut counted: Option<OpenConnection> = None;
-    // One timer for the connection, made per request only in what it
-    // means: each request's head is due `--header-read-timeout` after its
-    // wait began (`due`), and the timer, set for an earlier request's, is
-    // moved to that when it fires first. Moving it per request cost the
-    // timer's locks each time; a busy connection now moves it once a
-    // timeout.
+    // One timer for the connection. Each request's head is due
+    // `--header-read-timeout` after its wait began (`due`); the timer,
+    // still set for an earlier request's, is moved to that only when it
+    // fires first. Moving it at every request cost the timer's locks each
+    // time; a busy connection now moves it once a timeout.
     let header_deadline = tokio::time::sleep(client.header_read_timeout);
     tokio::pin!(header_deadline);
     // One wait for the drain for the connection, for the same reason: a
