@@ -1140,11 +1140,26 @@ pub fn websocket(
 // dockhand on the host and in a container
 
 /// A free TCP port on 127.0.0.1 (free when asked; bind it soon).
+///
+/// Never the same port twice in one run: the kernel may hand back the port
+/// it handed back just before, once its listener is gone, and one dockhand
+/// given it for both its listeners (`--http-listen` and the admin API)
+/// exits at once.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
-        .port()
+    static HANDED_OUT: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let mut handed_out = HANDED_OUT
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// The `dockhand` binary of this build, run on the host with
