@@ -147,8 +147,7 @@ pub fn tls_server_name(text: &str) -> Result<TlsServerName, String> {
 /// One protocol of `upgrades`: an `Upgrade` protocol name (an RFC 9110
 /// token, without a version), lower-cased. `h2c` is refused.
 pub fn upgrade_protocol(text: &str) -> Result<String, String> {
-    let is_token_char = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-    if text.is_empty() || !text.bytes().all(is_token_char) {
+    if text.is_empty() || !text.bytes().all(crate::http1::fields::is_tchar) {
         return Err(format!(
             "`{text}` is not a protocol name such as websocket (written without a version)"
         ));

@@ -18,6 +18,7 @@ use ipnet::IpNet;
 
 use super::set_fields::SetFields;
 use crate::http1::arena;
+use crate::http1::fields::is_tchar;
 
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
@@ -297,32 +298,7 @@ fn needs_escape(byte: u8) -> bool {
 
 /// RFC 7230 §3.2.6: one or more `tchar`.
 fn is_token(raw: &[u8]) -> bool {
-    !raw.is_empty()
-        && raw
-            .iter()
-            .all(|&byte| byte.is_ascii_alphanumeric() || is_tchar_symbol(byte))
-}
-
-/// The symbols a `tchar` may be: matched, where a search of the list for
-/// each byte cost more than the rest of the element's writing.
-fn is_tchar_symbol(byte: u8) -> bool {
-    matches!(
-        byte,
-        b'!' | b'#'
-            | b'$'
-            | b'%'
-            | b'&'
-            | b'\''
-            | b'*'
-            | b'+'
-            | b'-'
-            | b'.'
-            | b'^'
-            | b'_'
-            | b'`'
-            | b'|'
-            | b'~'
-    )
+    !raw.is_empty() && raw.iter().all(|&byte| is_tchar(byte))
 }
 
 /// The value of the list header `name` with one more element, which `write`
