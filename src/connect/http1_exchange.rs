@@ -16,6 +16,7 @@
 //! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
 //! came back, the upstream had the request: it is never sent again.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -52,8 +53,10 @@ enum RequestEncoding {
     Chunked,
 }
 
-/// A field set in place of a request's fields of its name; `None` removes them.
-pub type SetField = (&'static HeaderName, Option<HeaderValue>);
+/// A field set in place of a request's fields of its name; `None` removes
+/// them. A value the connection or the request holds already (the client's
+/// address, its Host) is borrowed: no count of its bytes is taken per request.
+pub type SetField<'a> = (&'static HeaderName, Option<Cow<'a, HeaderValue>>);
 
 /// A request head as its handler keeps it for every try, borrowed for one
 /// exchange: written out from here (again, if it is sent again), so that
@@ -66,7 +69,7 @@ pub struct Outgoing<'a> {
     pub target: &'a str,
     pub headers: &'a HeaderMap,
     /// Set by dockhand (who the client is, the Host).
-    pub set: &'a [SetField],
+    pub set: &'a [SetField<'a>],
     /// Set by the endpoint (its `headers.add`).
     pub added: &'a [(HeaderName, HeaderValue)],
 }
@@ -78,7 +81,7 @@ impl Outgoing<'_> {
             return Some(value);
         }
         match self.set.iter().find(|(set, _)| *set == name) {
-            Some((_, value)) => value.as_ref(),
+            Some((_, value)) => value.as_deref(),
             None => self.headers.get(name),
         }
     }
@@ -290,7 +293,7 @@ async fn write_head(
                 }
             }
             for (name, value) in request.set {
-                if let Some(value) = value.as_ref().filter(|_| !request.is_added(name)) {
+                if let Some(value) = value.as_deref().filter(|_| !request.is_added(name)) {
                     head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
                 }
             }

@@ -91,22 +91,22 @@ impl RequestPlan {
 /// The request head as every try sends it, kept for all of them: the own
 /// HTTP/1.1 exchange writes it from here with the endpoint's fields, and
 /// `request_to` makes a request of it for hyper's client.
-pub(super) struct Head {
+pub(super) struct Head<'a> {
     pub(super) method: Method,
     pub(super) path: PathAndQuery,
     pub(super) headers: HeaderMap,
     /// Set in place of the client's fields of their names.
-    pub(super) set: SetFields,
+    pub(super) set: SetFields<'a>,
 }
 
 /// The client's header map is kept for the thread's next request.
-impl Drop for Head {
+impl Drop for Head<'_> {
     fn drop(&mut self) {
         header_maps::give_back(std::mem::take(&mut self.headers));
     }
 }
 
-impl TryHead for Head {
+impl TryHead for Head<'_> {
     fn outgoing<'a>(&'a self, added: &'a [(HeaderName, HeaderValue)]) -> Outgoing<'a> {
         Outgoing {
             method: &self.method,

@@ -10,6 +10,7 @@
 //! once per connection (`PeerInfo`), and a value built per request is written
 //! once, into the thread's buffer of small copies (`http1::arena`).
 
+use std::borrow::Cow;
 use std::net::{IpAddr, SocketAddr};
 
 use bytes::{BufMut, BytesMut};
@@ -142,11 +143,11 @@ fn forwarded_node(ip: IpAddr) -> String {
 /// that came over `proto` from `peer` and asked for `host`, and removes the
 /// client's `x-dockhand-*` ones from `headers`. `proto` is a token
 /// (`http`, `https`).
-pub fn set_client_identity(
+pub fn set_client_identity<'a>(
     headers: &mut HeaderMap,
-    set: &mut SetFields,
-    peer: &PeerInfo,
-    host: Option<&HeaderValue>,
+    set: &mut SetFields<'a>,
+    peer: &'a PeerInfo,
+    host: Option<&'a HeaderValue>,
     proto: &'static str,
 ) {
     remove_own_namespace(headers);
@@ -163,18 +164,15 @@ pub fn set_client_identity(
 }
 
 /// From an untrusted peer: only what the connection says is passed on.
-fn replace_claims(set: &mut SetFields, peer: &PeerInfo, this_hop: ForwardedElement<'_>) {
+fn replace_claims<'a>(set: &mut SetFields<'a>, peer: &'a PeerInfo, this_hop: ForwardedElement<'a>) {
     let forwarded = build_value(this_hop.len(), |value| this_hop.write(value));
-    set.set(&header::FORWARDED, forwarded);
-    set.set(&X_FORWARDED_FOR, Some(peer.ip_value.clone()));
-    set.set(&X_REAL_IP, Some(peer.ip_value.clone()));
+    set.set(&header::FORWARDED, forwarded.map(Cow::Owned));
+    set.set_borrowed(&X_FORWARDED_FOR, Some(&peer.ip_value));
+    set.set_borrowed(&X_REAL_IP, Some(&peer.ip_value));
     let proto = HeaderValue::from_static(this_hop.proto);
-    set.set(&X_FORWARDED_PROTO, Some(proto));
-    set.set(
-        &X_FORWARDED_HOST,
-        this_hop.host.map(|(host, _)| host.clone()),
-    );
-    set.set(&X_FORWARDED_PORT, peer.local_port.clone());
+    set.set(&X_FORWARDED_PROTO, Some(Cow::Owned(proto)));
+    set.set_borrowed(&X_FORWARDED_HOST, this_hop.host.map(|(host, _)| host));
+    set.set_borrowed(&X_FORWARDED_PORT, peer.local_port.as_ref());
     // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
     // client's would reach the upstream unchecked.
     set.set(&X_FORWARDED_PREFIX, None);
@@ -183,33 +181,37 @@ fn replace_claims(set: &mut SetFields, peer: &PeerInfo, this_hop: ForwardedEleme
 
 /// From a trusted proxy: its claims are kept, the chains get this hop, and
 /// what it did not say is said.
-fn extend_claims(
+fn extend_claims<'a>(
     headers: &HeaderMap,
-    set: &mut SetFields,
-    peer: &PeerInfo,
-    this_hop: ForwardedElement<'_>,
+    set: &mut SetFields<'a>,
+    peer: &'a PeerInfo,
+    this_hop: ForwardedElement<'a>,
 ) {
     let forwarded = appended(headers, &header::FORWARDED, this_hop.len(), |value| {
         this_hop.write(value)
     });
-    set.set(&header::FORWARDED, forwarded);
+    set.set(&header::FORWARDED, forwarded.map(Cow::Owned));
     let ip = peer.ip_value.as_bytes();
     let forwarded_for = appended(headers, &X_FORWARDED_FOR, ip.len(), |value| {
         value.extend_from_slice(ip)
     });
-    set.set(&X_FORWARDED_FOR, forwarded_for);
-    let mut unless_said = |name: &'static HeaderName, value: Option<&HeaderValue>| {
+    set.set(&X_FORWARDED_FOR, forwarded_for.map(Cow::Owned));
+    let mut unless_said = |name: &'static HeaderName, value: Option<Cow<'a, HeaderValue>>| {
         if let Some(value) = value.filter(|_| !headers.contains_key(name)) {
-            set.set(name, Some(value.clone()));
+            set.set(name, Some(value));
         }
     };
-    unless_said(&X_REAL_IP, Some(&peer.ip_value));
+    unless_said(&X_REAL_IP, Some(Cow::Borrowed(&peer.ip_value)));
+    let proto = HeaderValue::from_static(this_hop.proto);
+    unless_said(&X_FORWARDED_PROTO, Some(Cow::Owned(proto)));
     unless_said(
-        &X_FORWARDED_PROTO,
-        Some(&HeaderValue::from_static(this_hop.proto)),
+        &X_FORWARDED_HOST,
+        this_hop.host.map(|(host, _)| Cow::Borrowed(host)),
     );
-    unless_said(&X_FORWARDED_HOST, this_hop.host.map(|(host, _)| host));
-    unless_said(&X_FORWARDED_PORT, peer.local_port.as_ref());
+    unless_said(
+        &X_FORWARDED_PORT,
+        peer.local_port.as_ref().map(Cow::Borrowed),
+    );
 }
 
 /// Removes every `x-dockhand-*` header.

@@ -210,12 +210,7 @@ fn handle_inner<'a>(
                 forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
             }
         }
-        let set = prepare_head(
-            &mut parts.headers,
-            peer,
-            host.clone(),
-            route.upgrade.clone(),
-        );
+        let set = prepare_head(&mut parts.headers, peer, &host, route.upgrade.clone());
         let bodyless = http_body::Body::is_end_stream(&body);
         let head = Head {
             method: parts.method,
@@ -589,14 +584,14 @@ fn find<'t>(table: &'t RouteTable, wanted: &Wanted<'_>) -> Result<&'t Location, 
 /// client's; an upstream is not timed out while it may be waiting for the
 /// client's body (`--client-body-timeout` ends that wait). Not an `async
 /// fn`, so that the try's future is held once (`head_wait`).
-fn send<'a>(
+fn send<'a, 'h: 'a>(
     state: &'a ProxyState,
     endpoint: &'a Endpoint,
-    head: &'a Head,
+    head: &'a Head<'h>,
     body: UpstreamBody,
     sending: &'a Sending,
     sent_at: Instant,
-) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + 'a {
+) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + use<'a, 'h> {
     let sent = state.client.send(endpoint, head, body);
     let limit = state.upstream_timeout;
     HeadWait::new(sent, sent_at, limit, || sending.waits_on_client()).map(
@@ -625,12 +620,12 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
 /// Sets the headers every upstream sees, whichever endpoint is chosen: the
 /// hop-by-hop ones in `headers`, the client's identity and Host beside
 /// them (what this returns).
-fn prepare_head(
+fn prepare_head<'a>(
     headers: &mut HeaderMap,
-    peer: &PeerInfo,
-    host: HeaderValue,
+    peer: &'a PeerInfo,
+    host: &'a HeaderValue,
     forwarded_upgrade: Option<HeaderValue>,
-) -> SetFields {
+) -> SetFields<'a> {
     let wants_trailers = headers::accepts_trailers(headers);
     headers::remove_hop_by_hop(headers);
     if wants_trailers {
@@ -640,10 +635,10 @@ fn prepare_head(
         upgrade::set_upgrade(headers, protocols);
     }
     let mut set = SetFields::default();
-    set_client_identity(headers, &mut set, peer, Some(&host), peer.scheme.as_str());
+    set_client_identity(headers, &mut set, peer, Some(host), peer.scheme.as_str());
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
-    set.set(&header::HOST, Some(host));
+    set.set_borrowed(&header::HOST, Some(host));
     set
 }
 

@@ -166,7 +166,7 @@ async fn exchange_with<B>(
     connector: Connector,
     address: SocketAddr,
     request: Request<B>,
-    set: &[SetField],
+    set: &[SetField<'_>],
     added: &[(HeaderName, HeaderValue)],
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
@@ -216,13 +216,14 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 #[tokio::test]
 async fn set_fields_and_then_the_endpoint_s_replace_the_request_s_and_the_framing_is_said_once() {
     let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let forwarded_for = HeaderValue::from_static("192.0.2.7");
     let set = [
-        (&header::HOST, Some(HeaderValue::from_static("set.test"))),
-        (&X_REAL_IP, None),
         (
-            &X_FORWARDED_FOR,
-            Some(HeaderValue::from_static("192.0.2.7")),
+            &header::HOST,
+            Some(Cow::Owned(HeaderValue::from_static("set.test"))),
         ),
+        (&X_REAL_IP, None),
+        (&X_FORWARDED_FOR, Some(Cow::Borrowed(&forwarded_for))),
     ];
     let added = [
         (header::HOST, HeaderValue::from_static("inside.test")),
