@@ -6,10 +6,11 @@
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use super::client_body::ClientIncoming;
 use futures_util::FutureExt;
@@ -78,11 +79,16 @@ pub fn handle(
     client_cut: Arc<ClientCut>,
     request: Request<ClientIncoming>,
 ) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'static {
-    async move { answer(&state, &peer, client_cut, request).await }
+    async move {
+        let head_timer = pin!(tokio::time::sleep(state.upstream_timeout));
+        answer(&state, &peer, client_cut, request, head_timer).await
+    }
 }
 
 /// `handle` for a server that keeps the connection's shares itself (the
 /// own HTTP/1.1 server): borrowing them costs no count of each per request.
+/// `head_timer` times the wait for each try's response head; a connection
+/// lends the same one to each of its requests (see `head_wait`).
 ///
 /// Not an `async fn`, nor is `handle_inner`: an `async fn` keeps its
 /// argument and the copy it makes of it side by side, and the request is
@@ -96,6 +102,7 @@ pub fn answer<'a>(
     peer: &'a PeerInfo,
     client_cut: Arc<ClientCut>,
     request: Request<ClientIncoming>,
+    head_timer: Pin<&'a mut Sleep>,
 ) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'a {
     async move {
         let mut record = KeptBox::new(AccessRecord {
@@ -116,7 +123,7 @@ pub fn answer<'a>(
         });
         let response = match local_answer::acme_challenge(&state.tls, peer, &request).await {
             Some(answer) => answer,
-            None => match handle_inner(state, peer, request, &mut record).await {
+            None => match handle_inner(state, peer, request, &mut record, head_timer).await {
                 Ok(response) => response,
                 Err(error) => {
                     state.metrics.error(error.reason());
@@ -145,6 +152,7 @@ fn handle_inner<'a>(
     peer: &'a PeerInfo,
     mut request: Request<ClientIncoming>,
     record: &'a mut AccessRecord,
+    mut head_timer: Pin<&'a mut Sleep>,
 ) -> impl Future<Output = Result<Response<ProxyBody>, ProxyError>> + Send + 'a {
     async move {
         framing::check_request_codings(request.headers())?;
@@ -236,7 +244,8 @@ fn handle_inner<'a>(
             let in_flight = endpoint.state.start_request();
             let sent_at = Instant::now();
             let body = sending.body_for_try();
-            let result = send(state, &endpoint, &head, body, &sending, sent_at).await;
+            let timer = head_timer.as_mut();
+            let result = send(state, &endpoint, &head, body, &sending, timer, sent_at).await;
             record.upstream_ms = result
                 .is_ok()
                 .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
@@ -590,22 +599,24 @@ fn send<'a, 'h: 'a>(
     head: &'a Head<'h>,
     body: UpstreamBody,
     sending: &'a Sending,
+    head_timer: Pin<&'a mut Sleep>,
     sent_at: Instant,
 ) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + use<'a, 'h> {
     let sent = state.client.send(endpoint, head, body);
     let limit = state.upstream_timeout;
-    HeadWait::new(sent, sent_at, limit, || sending.waits_on_client()).map(
-        move |waited| match waited {
-            Waited::Sent(Ok(response)) => Ok(response),
-            Waited::Sent(Err(error)) => {
-                Err(sending.client_failure().unwrap_or_else(|| classify(error)))
-            }
-            Waited::TimedOut => Err(ProxyError::new(
-                ErrorKind::UpstreamTimeout,
-                format!("no response head within {limit:?} (--upstream-timeout)"),
-            )),
-        },
-    )
+    HeadWait::new(sent, head_timer, sent_at, limit, || {
+        sending.waits_on_client()
+    })
+    .map(move |waited| match waited {
+        Waited::Sent(Ok(response)) => Ok(response),
+        Waited::Sent(Err(error)) => {
+            Err(sending.client_failure().unwrap_or_else(|| classify(error)))
+        }
+        Waited::TimedOut => Err(ProxyError::new(
+            ErrorKind::UpstreamTimeout,
+            format!("no response head within {limit:?} (--upstream-timeout)"),
+        )),
+    })
 }
 
 /// Size of the request head as sent: each header line with its `: ` and CRLF.

@@ -14,6 +14,7 @@ mod handoff;
 mod response;
 pub(super) mod wire;
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
@@ -21,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use tokio::sync::watch;
-use tokio::time::{timeout, Instant};
+use tokio::time::{timeout, Instant, Sleep};
 
 pub use handoff::Rewound;
 pub use wire::ClientIo;
@@ -118,6 +119,10 @@ pub async fn serve<S: ClientIo>(
     // time; a busy connection now moves it once a timeout.
     let header_deadline = tokio::time::sleep(client.header_read_timeout);
     tokio::pin!(header_deadline);
+    // And one for the waits for upstreams' response heads, lent to each
+    // request (`head_wait` says why).
+    let head_timer = tokio::time::sleep(client.state.upstream_timeout);
+    tokio::pin!(head_timer);
     // One wait for the drain for the connection, for the same reason: a
     // wait made per request registered with the sender, and left, each time.
     let drained = {
@@ -199,7 +204,16 @@ pub async fn serve<S: ClientIo>(
         // Boxed, once per request: an idle connection's task holds none
         // of a request's state (and the thread keeps the box's memory for
         // its next request).
-        let kept = match KeptBox::pin(exchange(client, &wire, request, asked, draining)).await {
+        let kept = match KeptBox::pin(exchange(
+            client,
+            &wire,
+            request,
+            asked,
+            draining,
+            head_timer.as_mut(),
+        ))
+        .await
+        {
             Ok(persistent) => persistent,
             Err(error) => {
                 tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
@@ -222,6 +236,7 @@ async fn exchange<S: ClientIo>(
     request: Request<ClientIncoming>,
     mut asked: Asked,
     draining: &watch::Receiver<()>,
+    head_timer: Pin<&mut Sleep>,
 ) -> std::io::Result<bool> {
     // Pinned where they are, so that `until_gone` is handed a pointer,
     // not a copy of the whole (large) future; and the handler's ends with
@@ -233,6 +248,7 @@ async fn exchange<S: ClientIo>(
             &client.peer,
             client.cut.clone(),
             request,
+            head_timer,
         ));
         match until_gone(wire, answered).await? {
             Ok(response) => response,
