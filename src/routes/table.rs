@@ -35,11 +35,17 @@ pub struct BuildInputs<'a> {
     pub limiters: LimitersBuild<'a>,
 }
 
+/// Hosts by name, hashed with foldhash rather than std's SipHash: a lookup
+/// per request, where SipHash of the Host cost more than the rest of the
+/// route's lookup. The keys are configured hosts; a client only looks up,
+/// so crafted collisions can't lengthen a chain.
+type HostIndex = HashMap<Box<str>, usize, foldhash::fast::RandomState>;
+
 #[derive(Default)]
 pub struct RouteTable {
-    exact: HashMap<Box<str>, usize>,
+    exact: HostIndex,
     /// Keyed by the suffix after `*.`.
-    wildcards: HashMap<Box<str>, usize>,
+    wildcards: HostIndex,
     any: Option<usize>,
     hosts: Vec<HostRoutes>,
 }
