@@ -20,13 +20,14 @@ use std::borrow::Cow;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
+use std::pin::Pin;
 
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Response, StatusCode, Version};
 use http_body::Body;
 use http_body_util::BodyExt;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
 use super::connection::UpstreamConnection;
 use super::dial::Connector;
@@ -182,17 +183,16 @@ where
     write_head(&mut connection, head, framing)
         .await
         .map_err(ExchangeError::Write)?;
-    let mut buffer = buffers::lend();
     let method = framing_method(head.method);
     let encoding = framing.encoding;
     let body = body.take();
-    let (parsed, source) = match body {
+    let ((parsed, buffer), source) = match body {
         Some(body) if encoding != RequestEncoding::None => {
-            send_body_and_read_head(connection, &mut buffer, body, encoding, method).await?
+            send_body_and_read_head(connection, body, encoding, method).await?
         }
         _ => {
-            let parsed = read_head(&mut connection, &mut buffer, method).await?;
-            (parsed, Source::Whole(connection))
+            let read = read_head(&mut connection, &mut None, method).await?;
+            (read, Source::Whole(connection))
         }
     };
     // Kept only once the body was sent whole.
@@ -224,11 +224,10 @@ where
 /// (and may be kept) only once the body was sent whole before the answer.
 async fn send_body_and_read_head<B>(
     connection: UpstreamConnection,
-    buffer: &mut LentBuffer,
     mut body: B,
     encoding: RequestEncoding,
     method: &'static [u8],
-) -> Result<(ParsedHead, Source), ExchangeError>
+) -> Result<((ParsedHead, LentBuffer), Source), ExchangeError>
 where
     B: Body<Data = Bytes> + Unpin + Send + 'static,
     B::Error: Into<Cause> + Send,
@@ -239,9 +238,11 @@ where
         write_body(&mut writer, &mut body, encoding).await?;
         Ok(writer)
     });
+    // What was read of the head while the body was being written.
+    let mut read_so_far = None;
     // `Ok`: the answer came first; `Err`: the body was sent first (its writer).
     let first = {
-        let reading = read_head(&mut reader, buffer, method);
+        let reading = read_head(&mut reader, &mut read_so_far, method);
         tokio::pin!(reading);
         tokio::select! {
             biased;
@@ -255,10 +256,10 @@ where
             Ok((early, Source::Sharing { reader, rest }))
         }
         // The body was sent whole first: the head is read on (what was
-        // read of it so far is in `buffer`), and the connection is whole.
+        // read of it so far is in `read_so_far`), and the connection is whole.
         Err(writer) => {
-            let parsed = read_head(&mut reader, buffer, method).await?;
-            Ok((parsed, Source::Whole(reader.unsplit(writer))))
+            let read = read_head(&mut reader, &mut read_so_far, method).await?;
+            Ok((read, Source::Whole(reader.unsplit(writer))))
         }
     }
 }
@@ -450,39 +451,54 @@ struct ParsedHead {
 }
 
 /// Reads until a final response head is whole (interim `1xx` answers are
-/// read past), and leaves what followed it in `buffer`. The connection's
-/// end is `Closed` or `Read` only while nothing at all has come back.
+/// read past), and gives it with the buffer it was read into, which holds
+/// what followed it. The connection's end is `Closed` or `Read` only while
+/// nothing at all has come back. `slot` holds what was read so far between
+/// calls, and no buffer while nothing was: the wait for an upstream's
+/// answer holds none (a worker answering hundreds of requests at once
+/// would otherwise hold hundreds, past what its free list keeps).
 async fn read_head<R: AsyncRead + Unpin>(
     reader: &mut R,
-    buffer: &mut LentBuffer,
+    slot: &mut Option<LentBuffer>,
     method: &'static [u8],
-) -> Result<ParsedHead, ExchangeError> {
+) -> Result<(ParsedHead, LentBuffer), ExchangeError> {
     let mut interim_read = false;
     loop {
         // A lent buffer comes empty: nothing to parse before the first read.
-        let whole = match buffer.is_empty() {
-            true => None,
-            false => parse(buffer, method)?,
-        };
-        if let Some((parsed, head_len)) = whole {
-            interim_read = true;
-            buffer.consume(head_len);
-            match parsed {
-                Some(parsed) => return Ok(parsed),
-                None => continue,
+        if let Some(mut buffer) = slot.take_if(|buffer| !buffer.is_empty()) {
+            match parse(&buffer, method)? {
+                Some((Some(parsed), head_len)) => {
+                    buffer.consume(head_len);
+                    return Ok((parsed, buffer));
+                }
+                Some((None, head_len)) => {
+                    interim_read = true;
+                    buffer.consume(head_len);
+                    // The final head may have come with it.
+                    *slot = Some(buffer);
+                    continue;
+                }
+                None if buffer.spare().is_empty() => {
+                    buffer.grow().map_err(|_| ExchangeError::HeadTooLarge)?;
+                }
+                None => {}
             }
+            *slot = Some(buffer);
         }
-        if buffer.spare().is_empty() {
-            buffer.grow().map_err(|_| ExchangeError::HeadTooLarge)?;
-        }
-        let answered = interim_read || !buffer.is_empty();
-        let read = reader
-            .read(buffer.spare())
-            .await
-            .map_err(|error| match answered {
-                true => ExchangeError::CutAnswer(error),
-                false => ExchangeError::Read(error),
-            })?;
+        let answered = interim_read || slot.is_some();
+        let read = std::future::poll_fn(|cx| {
+            buffers::poll_fill(slot, |spare| {
+                let mut read = ReadBuf::new(spare);
+                Pin::new(&mut *reader)
+                    .poll_read(cx, &mut read)
+                    .map_ok(|()| read.filled().len())
+            })
+        })
+        .await
+        .map_err(|error| match answered {
+            true => ExchangeError::CutAnswer(error),
+            false => ExchangeError::Read(error),
+        })?;
         match (read, answered) {
             (0, true) => {
                 return Err(ExchangeError::CutAnswer(
@@ -492,7 +508,6 @@ async fn read_head<R: AsyncRead + Unpin>(
             (0, false) => return Err(ExchangeError::Closed),
             _ => {}
         }
-        buffer.mark_filled(read);
     }
 }
 

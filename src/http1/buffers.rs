@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::ops::Deref;
+use std::task::{ready, Poll};
 
 use super::MAX_REQUEST_HEAD_BYTES;
 
@@ -47,9 +48,30 @@ pub fn lend() -> LentBuffer {
     LentBuffer { bytes, filled: 0 }
 }
 
+/// Reads into the buffer in `slot` with `read` (given the room after what
+/// the buffer holds, it says how many bytes came), lending one for the read
+/// if `slot` holds none, and giving it back if it still holds nothing: a
+/// connection waiting for bytes holds no buffer, however long it waits.
+/// `Ok(0)` is the end of the stream.
+pub fn poll_fill<E>(
+    slot: &mut Option<LentBuffer>,
+    read: impl FnOnce(&mut [u8]) -> Poll<Result<usize, E>>,
+) -> Poll<Result<usize, E>> {
+    let buffer = slot.get_or_insert_with(lend);
+    let result = read(buffer.spare());
+    if let Poll::Ready(Ok(count)) = result {
+        buffer.mark_filled(count);
+    }
+    if buffer.is_empty() {
+        *slot = None;
+    }
+    let count = ready!(result)?;
+    Poll::Ready(Ok(count))
+}
+
 /// How many free buffers this thread keeps now.
 #[cfg(test)]
-fn kept() -> usize {
+pub(crate) fn kept() -> usize {
     FREE.with(|free| free.borrow().len())
 }
 
@@ -164,6 +186,32 @@ mod tests {
         assert_eq!(&buffer[..], b"GET /b");
         buffer.consume(100);
         assert!(buffer.is_empty());
+    }
+
+    #[test]
+    fn a_read_that_must_wait_gives_its_buffer_back() {
+        let mut slot = None;
+        let waited = poll_fill(&mut slot, |_| Poll::<Result<usize, ()>>::Pending);
+        assert!(waited.is_pending());
+        assert!(slot.is_none(), "nothing held while waiting");
+        assert_eq!(kept(), 1, "the buffer lent for the read is back");
+        let read = poll_fill(&mut slot, |spare: &mut [u8]| {
+            spare[..3].copy_from_slice(b"GET");
+            Poll::<Result<usize, ()>>::Ready(Ok(3))
+        });
+        assert_eq!(read, Poll::Ready(Ok(3)));
+        assert_eq!(slot.as_deref(), Some(&b"GET"[..]));
+        assert_eq!(kept(), 0);
+        // A buffer holding bytes is kept through a wait, and the end too.
+        assert!(poll_fill(&mut slot, |_| Poll::<Result<usize, ()>>::Pending).is_pending());
+        assert_eq!(
+            poll_fill(&mut slot, |_| Poll::Ready(Ok::<_, ()>(0))),
+            Poll::Ready(Ok(0))
+        );
+        assert_eq!(slot.as_deref(), Some(&b"GET"[..]));
+        let ended = poll_fill(&mut None, |_| Poll::Ready(Err("reset")));
+        assert_eq!(ended, Poll::Ready(Err("reset")));
+        assert_eq!(kept(), 1, "given back after an error with nothing read");
     }
 
     #[test]

@@ -290,6 +290,36 @@ async fn fields_about_the_upstream_connection_alone_are_not_passed_on() {
 }
 
 #[tokio::test]
+async fn the_wait_for_an_answer_holds_no_read_buffer() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let request = Request::builder()
+        .uri(format!("http://{address}/"))
+        .header("host", "app.test")
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    // On this test's thread, whose free list of buffers starts empty.
+    let exchange = tokio::spawn(exchange_request(connector(), address, request));
+    let (mut stream, _) = listener.accept().await.unwrap();
+    let mut head = Vec::new();
+    while find(&head, b"\r\n\r\n").is_none() {
+        let mut bytes = [0; 256];
+        let count = stream.read(&mut bytes).await.unwrap();
+        assert_ne!(count, 0);
+        head.extend_from_slice(&bytes[..count]);
+    }
+    // The head was written and its answer read for, in one poll: the
+    // buffer lent for that read is back in the free list.
+    assert_eq!(crate::http1::buffers::kept(), 1);
+    stream
+        .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        .await
+        .unwrap();
+    let response = exchange.await.unwrap().unwrap();
+    assert_eq!(body_of(response).await.0, "ok");
+}
+
+#[tokio::test]
 async fn a_chunked_response_is_decoded_with_its_trailers_and_interim_answers_are_read_past() {
     let upstream = Upstream::start(|_, _| {
         Some(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: grpc-status\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\ngrpc-status: 0\r\n\r\n")

@@ -114,16 +114,12 @@ impl<S: ClientIo> Wire<S> {
         let Some(io) = &mut self.io else {
             return Poll::Ready(Ok(0));
         };
-        let buffer = self.buffer.get_or_insert_with(buffers::lend);
-        let mut read = ReadBuf::new(buffer.spare());
-        let result = Pin::new(io).poll_read(cx, &mut read);
-        let count = read.filled().len();
-        buffer.mark_filled(count);
-        if buffer.is_empty() {
-            self.buffer = None;
-        }
-        ready!(result)?;
-        Poll::Ready(Ok(count))
+        buffers::poll_fill(&mut self.buffer, |spare| {
+            let mut read = ReadBuf::new(spare);
+            Pin::new(io)
+                .poll_read(cx, &mut read)
+                .map_ok(|()| read.filled().len())
+        })
     }
 
     /// Starts request number `request`, whose body is framed by `body`.
