@@ -464,7 +464,8 @@ async fn read_head<R: AsyncRead + Unpin>(
 ) -> Result<(ParsedHead, LentBuffer), ExchangeError> {
     let mut interim_read = false;
     loop {
-        // A lent buffer comes empty: nothing to parse before the first read.
+        // Nothing to parse before the first read, nor after an interim
+        // answer that was all the buffer held.
         if let Some(mut buffer) = slot.take_if(|buffer| !buffer.is_empty()) {
             match parse(&buffer, method)? {
                 Some((Some(parsed), head_len)) => {
