@@ -486,7 +486,7 @@ async fn read_head<R: AsyncRead + Unpin>(
             }
             *slot = Some(buffer);
         }
-        let answered = interim_read || slot.is_some();
+        let answered = interim_read || slot.as_deref().is_some_and(|read| !read.is_empty());
         let read = std::future::poll_fn(|cx| {
             buffers::poll_fill(slot, |spare| {
                 let mut read = ReadBuf::new(spare);
