@@ -22,6 +22,14 @@
 # which needs objdump): one instruction each to callgrind, but a dozen
 # cycles or more each to the processor. With TOP=N, the N functions that run most
 # of them are listed.
+#
+# CONNECTIONS=N sends over N connections instead of 50. With CACHE_SIM=1,
+# callgrind also simulates the caches, with this machine's second-level
+# cache (from sysfs; 1 MiB if it says none) as the last level, and the
+# script prints the misses per request (first-level instruction and data,
+# last-level reads and writes): the last-level figure grows with the connections
+# while the instructions hardly move (each connection's state is pushed out
+# of the cache by the others' before its next request).
 set -euo pipefail
 
 bin=$1
@@ -42,7 +50,7 @@ worker_processes 1;
 daemon off;
 pid $work/nginx.pid;
 error_log $work/logs/error.log warn;
-events { worker_connections 1024; }
+events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 100000000;
@@ -59,7 +67,7 @@ master_process off;
 daemon off;
 pid $work/proxy/nginx.pid;
 error_log $work/proxy/logs/error.log warn;
-events { worker_connections 1024; }
+events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 100000000;
@@ -81,14 +89,21 @@ else
         --http-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))" \
         --workers 1 --log-level warn
 fi
-valgrind --tool=callgrind --instr-atstart=no \
+cache_sim=()
+if [ "${CACHE_SIM:-0}" = 1 ]; then
+    l2=/sys/devices/system/cpu/cpu0/cache/index2
+    size=$(sed 's/K$//' "$l2/size" 2>/dev/null || echo 1024)
+    ways=$(cat "$l2/ways_of_associativity" 2>/dev/null || echo 8)
+    cache_sim=(--cache-sim=yes "--LL=$((size * 1024)),$ways,64")
+fi
+valgrind --tool=callgrind --instr-atstart=no "${cache_sim[@]}" \
     --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$work/callgrind.out" \
     "$@" >"$work/proxy.log" 2>&1 &
 proxy=$!
 pids+=("$proxy")
 
 url="http://127.0.0.1:$((base + 1))/"
-load() { h2load --h1 -n "$1" -c 50 -t 1 -H ':authority: bench.test' "$url"; }
+load() { h2load --h1 -n "$1" -c "${CONNECTIONS:-50}" -t 1 -H ':authority: bench.test' "$url"; }
 for _ in $(seq 1 100); do
     curl -sf -o /dev/null -H 'Host: bench.test' "$url" && break
     sleep 0.3
@@ -107,3 +122,17 @@ total=$(callgrind_annotate "$work/callgrind.out" | awk '/PROGRAM TOTALS/ && !see
 if [ -n "${PROFILE:-}" ]; then cp "$work/callgrind.out" "$PROFILE"; fi
 atomics=$(python3 "$(dirname "$0")/atomics.py" "$work/callgrind.out" "$requests" "${TOP:-0}")
 echo "$bin: $((total / requests)) instructions and $atomics atomic read-modify-writes per request ($total instructions over $requests requests)"
+if [ "${CACHE_SIM:-0}" = 1 ]; then
+    callgrind_annotate "$work/callgrind.out" | awk -v requests="$requests" '
+        /^Events shown:/ { for (i = 3; i <= NF; i++) event[i - 2] = $i }
+        /PROGRAM TOTALS/ && !seen {
+            # The counts, each followed by its share in parentheses.
+            n = 0
+            for (i = 1; i < NF; i++) if ($i !~ /^\(/) { gsub(",", "", $i); total[event[++n]] = $i }
+            printf "misses per request: %.1f first-level instruction, %.1f first-level data, %.1f last-level (reads %.1f, writes %.1f)\n",
+                total["I1mr"] / requests, (total["D1mr"] + total["D1mw"]) / requests,
+                (total["ILmr"] + total["DLmr"] + total["DLmw"]) / requests,
+                (total["ILmr"] + total["DLmr"]) / requests, total["DLmw"] / requests
+            seen = 1
+        }'
+fi
