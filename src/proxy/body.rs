@@ -29,11 +29,13 @@ pub struct ProxyBody {
     _active: Option<ActiveRequest>,
 }
 
-// Most bodies are upstreams': boxing that variant would cost an allocation
-// per response to save a few hundred bytes on dockhand's own short answers.
-#[allow(clippy::large_enum_variant)]
 enum Inner {
-    Upstream(ReadAhead<UpstreamStream>),
+    // In a kept block (no allocation): a response is moved whole through
+    // each layer between its upstream and its client (the handler, the
+    // access record's attaching, the writer), and a move is a copy of the
+    // whole value; with the body's few hundred bytes in a block, each copy
+    // is of its head and a pointer.
+    Upstream(KeptBox<ReadAhead<UpstreamStream>>),
     // Boxed: rare, and an encoder's state is large.
     Compressed(Box<Compressed<ReadAhead<UpstreamStream>>>),
     Message(Option<Bytes>),
@@ -41,7 +43,7 @@ enum Inner {
 
 impl ProxyBody {
     pub fn upstream(body: ReadAhead<UpstreamStream>, in_flight: InFlight) -> ProxyBody {
-        ProxyBody::new(Inner::Upstream(body), Some(in_flight))
+        ProxyBody::new(Inner::Upstream(KeptBox::new(body)), Some(in_flight))
     }
 
     /// The upstream's body compressed by `encoder` (the head says so already).
@@ -91,7 +93,7 @@ impl Body for ProxyBody {
     ) -> Poll<Option<Result<Frame<Bytes>, Cause>>> {
         let this = &mut *self;
         let frame = match &mut this.inner {
-            Inner::Upstream(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
+            Inner::Upstream(body) => std::task::ready!(Pin::new(&mut **body).poll_frame(cx)),
             Inner::Compressed(body) => std::task::ready!(Pin::new(body).poll_frame(cx)),
             Inner::Message(text) => text.take().map(|text| Ok(Frame::data(text))),
         };

@@ -15,7 +15,7 @@ use tokio::time::{Instant, Sleep};
 use super::client_body::ClientIncoming;
 use futures_util::FutureExt;
 use http::header::{self, HeaderValue};
-use http::{HeaderMap, Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode, Uri};
 
 use super::access_log::AccessRecord;
 use super::answer::checked_answer;
@@ -195,12 +195,14 @@ fn handle_inner<'a>(
             }
             None => None,
         };
-        let chosen = match looked.chosen {
-            Some(chosen) => Some(chosen),
-            None => choose_endpoint(state, &wanted).await?,
-        };
-        let Some((first, route)) = chosen else {
-            return Err(nothing_to_serve(state, &wanted, record));
+        // Taken straight into the two it is kept as, with no value between
+        // (each one more place the request's state is written to).
+        let (first, route) = match looked.chosen {
+            Some(chosen) => chosen,
+            None => match choose_endpoint(state, &wanted).await? {
+                Some(chosen) => chosen,
+                None => return Err(nothing_to_serve(state, &wanted, record)),
+            },
         };
         record.location = Some(route.location.clone());
         record.counters = route.counters.clone();
@@ -209,23 +211,35 @@ fn handle_inner<'a>(
             .upgrade
             .is_some()
             .then(|| hyper::upgrade::on(&mut request));
-        let (mut parts, body) = request.into_parts();
-        if let Some((guarded, asked)) = &mut answer_rules {
-            if asked.rules.strip_authorization {
-                parts.headers.remove(header::AUTHORIZATION);
+        // The head is built where it is kept for the tries, its set fields
+        // written in place: moving it there whole would copy what the
+        // other connections' requests have pushed out of the cache since.
+        // The client's parts end with the block, before any wait, so that
+        // the handler's state keeps no room for them.
+        let mut head;
+        let body;
+        {
+            let (mut parts, client_body) = request.into_parts();
+            if let Some((guarded, asked)) = &mut answer_rules {
+                if asked.rules.strip_authorization {
+                    parts.headers.remove(header::AUTHORIZATION);
+                }
+                if let Some((auth, allowed)) =
+                    guarded.forward_auth.as_ref().zip(asked.allowed.take())
+                {
+                    forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
+                }
             }
-            if let Some((auth, allowed)) = guarded.forward_auth.as_ref().zip(asked.allowed.take()) {
-                forward_auth::set_allowed(&auth.settings, allowed, &mut parts.headers);
-            }
+            head = Head {
+                method: parts.method,
+                path: route.path.clone(),
+                headers: parts.headers,
+                set: SetFields::default(),
+            };
+            body = client_body;
         }
-        let set = prepare_head(&mut parts.headers, peer, &host, route.upgrade.clone());
+        prepare_head(&mut head, peer, &host, route.upgrade.clone());
         let bodyless = http_body::Body::is_end_stream(&body);
-        let head = Head {
-            method: parts.method,
-            path: route.path.clone(),
-            headers: parts.headers,
-            set,
-        };
         let mut sending = Sending::new(
             body,
             bodyless,
@@ -629,14 +643,15 @@ fn header_bytes<B>(request: &Request<B>) -> usize {
 }
 
 /// Sets the headers every upstream sees, whichever endpoint is chosen: the
-/// hop-by-hop ones in `headers`, the client's identity and Host beside
-/// them (what this returns).
+/// hop-by-hop ones in the head's map, the client's identity and Host beside
+/// them (its set fields).
 fn prepare_head<'a>(
-    headers: &mut HeaderMap,
+    head: &mut Head<'a>,
     peer: &'a PeerInfo,
     host: &'a HeaderValue,
     forwarded_upgrade: Option<HeaderValue>,
-) -> SetFields<'a> {
+) {
+    let headers = &mut head.headers;
     let wants_trailers = headers::accepts_trailers(headers);
     headers::remove_hop_by_hop(headers);
     if wants_trailers {
@@ -645,12 +660,11 @@ fn prepare_head<'a>(
     if let Some(protocols) = forwarded_upgrade {
         upgrade::set_upgrade(headers, protocols);
     }
-    let mut set = SetFields::default();
-    set_client_identity(headers, &mut set, peer, Some(host), peer.scheme.as_str());
+    let set = &mut head.set;
+    set_client_identity(headers, set, peer, Some(host), peer.scheme.as_str());
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
     set.set_borrowed(&header::HOST, Some(host));
-    set
 }
 
 /// The kind of a failed send, the client's error kept as its cause. A

@@ -92,6 +92,17 @@ enum Next {
     Closed,
 }
 
+/// What the connection does next, once what came is taken apart: a
+/// request's exchange (`E`, its future in a kept block) or an ending.
+enum Step<E> {
+    Exchange(E),
+    Refuse(Refusal),
+    HandOff,
+    Closed,
+    /// No request within `--header-read-timeout`, or the server drains.
+    Idle,
+}
+
 /// A request refused before it is routed, as hyper's server refuses them.
 #[derive(Clone, Copy, Debug)]
 enum Refusal {
@@ -136,36 +147,71 @@ pub async fn serve<S: ClientIo>(
     loop {
         let due = Instant::now() + client.header_read_timeout;
         let first = number == 0;
-        let next = loop {
-            // The request first, and no random order drawn: a head that
-            // came is served, and the two waits are looked at only while
-            // none has.
-            tokio::select! {
-                biased;
-                next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
-                () = &mut header_deadline => {
-                    if Instant::now() >= due {
-                        break None;
+        // What came next, taken apart where it came, with no wait between:
+        // a request goes straight into its exchange's kept block. Held in a
+        // local across a wait (the close or the refusal below), the request
+        // was written into the connection task's own state first, memory
+        // that the other connections' requests have pushed out of the cache
+        // by then, and the task was as large as that room for good.
+        let step = {
+            let next = loop {
+                // The request first, and no random order drawn: a head that
+                // came is served, and the two waits are looked at only while
+                // none has.
+                tokio::select! {
+                    biased;
+                    next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
+                    () = &mut header_deadline => {
+                        if Instant::now() >= due {
+                            break None;
+                        }
+                        header_deadline.as_mut().reset(due);
                     }
-                    header_deadline.as_mut().reset(due);
-                }
-                () = &mut drained, if !drain => {
-                    drain = true;
-                    if lock(&wire).buffered().is_empty() {
-                        break None;
+                    () = &mut drained, if !drain => {
+                        drain = true;
+                        if lock(&wire).buffered().is_empty() {
+                            break None;
+                        }
                     }
                 }
+            };
+            match next {
+                Some(Next::Request(request, mut asked)) => {
+                    number += 1;
+                    counted.get_or_insert_with(|| {
+                        client
+                            .state
+                            .metrics
+                            .client_connection(ClientProtocol::Http1)
+                    });
+                    asked.persistent &= !drain;
+                    // Boxed, once per request: an idle connection's task
+                    // holds none of a request's state (and the thread keeps
+                    // the box's memory for its next request).
+                    Step::Exchange(KeptBox::pin(exchange(
+                        client,
+                        &wire,
+                        request,
+                        asked,
+                        draining,
+                        head_timer.as_mut(),
+                    )))
+                }
+                Some(Next::Refused(refusal)) => Step::Refuse(refusal),
+                Some(Next::HandOff) => Step::HandOff,
+                Some(Next::Closed) => Step::Closed,
+                None => Step::Idle,
             }
         };
-        let Some(next) = next else {
-            tracing::debug!(client = %client.peer.address, "no request within --header-read-timeout, or draining: closing");
-            close(&wire, false).await;
-            return Ended::Closed;
-        };
-        let (request, mut asked) = match next {
-            Next::Request(request, asked) => (request, asked),
-            Next::Closed => return Ended::Closed,
-            Next::HandOff => {
+        let exchange = match step {
+            Step::Exchange(exchange) => exchange,
+            Step::Idle => {
+                tracing::debug!(client = %client.peer.address, "no request within --header-read-timeout, or draining: closing");
+                close(&wire, false).await;
+                return Ended::Closed;
+            }
+            Step::Closed => return Ended::Closed,
+            Step::HandOff => {
                 // hyper's server would not see the drain already under way.
                 if drain {
                     close(&wire, false).await;
@@ -178,14 +224,14 @@ pub async fn serve<S: ClientIo>(
             }
             // Answered in HTTP/1.1 whatever the client's version, as
             // hyper's server answers them.
-            Next::Refused(refusal) => {
+            Step::Refuse(refusal) => {
                 let asked = Asked {
                     version: Version::HTTP_11,
                     head: false,
                     persistent: false,
                     trailers: false,
                 };
-                // Boxed, as the exchange below: rare, and large.
+                // Boxed, as the exchange: rare, and large.
                 let continued = lock(&wire).answer();
                 let written = response::write(&wire, refusal.response(), asked, continued);
                 let _ = Box::pin(written).await;
@@ -193,27 +239,7 @@ pub async fn serve<S: ClientIo>(
                 return Ended::Closed;
             }
         };
-        number += 1;
-        counted.get_or_insert_with(|| {
-            client
-                .state
-                .metrics
-                .client_connection(ClientProtocol::Http1)
-        });
-        asked.persistent &= !drain;
-        // Boxed, once per request: an idle connection's task holds none
-        // of a request's state (and the thread keeps the box's memory for
-        // its next request).
-        let kept = match KeptBox::pin(exchange(
-            client,
-            &wire,
-            request,
-            asked,
-            draining,
-            head_timer.as_mut(),
-        ))
-        .await
-        {
+        let kept = match exchange.await {
             Ok(persistent) => persistent,
             Err(error) => {
                 tracing::debug!(%error, client = %client.peer.address, "response not sent whole");
