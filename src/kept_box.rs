@@ -1,8 +1,9 @@
 //! Boxes whose memory the thread keeps for the next box of the same size.
 //! A request's state that must live apart from its connection (the
 //! request's future, its access record) is boxed, so that an idle
-//! connection holds none of it; so is the upstream exchange's future, so
-//! that the layers wrapping it move a pointer rather than its bytes. With
+//! connection holds none of it; so are the upstream exchange's future and
+//! the upstream's response body, so that the layers wrapping them move a
+//! pointer rather than their bytes. With
 //! `KeptBox` a worker hands the same few blocks from one request to the
 //! next instead of asking the allocator for each. Each thread keeps its
 //! own blocks (no lock: a box dropped on another thread gives its block to
