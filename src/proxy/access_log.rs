@@ -48,8 +48,11 @@ pub struct AccessRecord {
     pub error: Option<&'static str>,
     /// What failed underneath `error`, when something did.
     pub cause: Option<String>,
-    /// The metric series the request counts in: its location's, or `unmatched`.
-    pub counters: Arc<LocationCounters>,
+    /// The metric series the request counts in: its location's once it is
+    /// routed to one. `answer` puts `unmatched`'s in for a request routed
+    /// nowhere when the record goes with the response (only then: a count
+    /// on memory every worker writes).
+    pub counters: Option<Arc<LocationCounters>>,
 }
 
 impl AccessRecord {
@@ -96,17 +99,25 @@ impl AccessRecord {
         );
     }
 
-    /// The current try (to `self.upstream`, in `location`) failed: a WARN
+    /// The series the request counts in so far: its location's, or `unmatched`.
+    pub fn counters_or<'a>(
+        &'a self,
+        unmatched: &'a Arc<LocationCounters>,
+    ) -> &'a Arc<LocationCounters> {
+        self.counters.as_ref().unwrap_or(unmatched)
+    }
+
+    /// The current try (to `self.upstream`, in `self.location`) failed: a WARN
     /// when the upstream failed, an INFO naming the client when its body
     /// could not be read (the upstream is then only where it was going).
-    pub fn log_failed_try(&self, location: &str, error: &ProxyError) {
+    pub fn log_failed_try(&self, error: &ProxyError) {
         let cause = error.cause_text();
         macro_rules! failure {
             ($level:ident, $message:literal) => {
                 tracing::$level!(
                     target: FAILURE_TARGET,
                     host = self.host_text(),
-                    location,
+                    location = self.location.as_deref().unwrap_or(""),
                     upstream = self.upstream_text(),
                     attempt = self.attempt,
                     error = error.reason(),

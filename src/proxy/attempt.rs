@@ -10,6 +10,7 @@ use std::time::Duration;
 use http::header::{self, HeaderName, HeaderValue};
 use http::uri::{Authority, PathAndQuery, Scheme};
 use http::{HeaderMap, Method, Request, StatusCode, Uri, Version};
+use prometheus_client::metrics::counter::Counter;
 
 use super::client_body::{ClientIncoming, ClientStream};
 use super::error::{ErrorKind, ProxyError};
@@ -21,7 +22,6 @@ use super::upgrade;
 use crate::config::Retry;
 use crate::connect::{authority_is_address, Outgoing, TryHead};
 use crate::http1::header_maps;
-use crate::metrics::LocationCounters;
 use crate::routes::Location;
 use crate::upstream::{Endpoint, Transport};
 
@@ -32,8 +32,6 @@ const MAX_REPLAY_PAUSE: Duration = Duration::from_millis(200);
 
 /// What the matched location decided for the whole request.
 pub(super) struct RequestPlan {
-    /// The matched location's prefix, for the log.
-    pub(super) location: Arc<str>,
     pub(super) follows_moves: bool,
     pub(super) retry: Option<Arc<Retry>>,
     /// The path and query the upstream receives.
@@ -41,8 +39,6 @@ pub(super) struct RequestPlan {
     /// The `Upgrade` sent upstream: the protocols asked for that the
     /// location allows. `None`: the request goes as a plain one.
     pub(super) upgrade: Option<HeaderValue>,
-    /// The location's metric series.
-    pub(super) counters: Arc<LocationCounters>,
     /// Its host's `Strict-Transport-Security`, for TLS clients.
     pub(super) hsts: Option<HeaderValue>,
     /// The most body bytes a request may send (`max_body_size`).
@@ -53,7 +49,6 @@ impl RequestPlan {
     /// `asked_upgrade`: the protocols the client asks to switch to, if any.
     pub(super) fn of(
         location: &Location,
-        counters: &Arc<LocationCounters>,
         client_uri: &Uri,
         asked_upgrade: Option<&HeaderValue>,
     ) -> Result<RequestPlan, ProxyError> {
@@ -73,12 +68,10 @@ impl RequestPlan {
             None => original,
         };
         Ok(RequestPlan {
-            location: location.prefix.clone(),
             follows_moves: location.follows_moves(),
             retry: location.retry.clone(),
             path,
             upgrade: asked_upgrade.and_then(|asked| upgrade::forwarded(asked, &location.upgrades)),
-            counters: counters.clone(),
             hsts: location.hsts.clone(),
             max_body_size: location
                 .middlewares
@@ -177,13 +170,14 @@ impl Sending {
         bodyless: bool,
         method: &Method,
         route: &RequestPlan,
+        bytes_in: &Counter,
         client_body_timeout: Duration,
     ) -> Result<Sending, ProxyError> {
         if bodyless {
             return Ok(Sending::Bodyless);
         }
         let body = ClientStream::new(body, client_body_timeout)
-            .counting_into(route.counters.bytes_in().clone())
+            .counting_into(bytes_in.clone())
             .limited_to(route.max_body_size);
         let retries_statuses = route
             .retry

@@ -131,11 +131,13 @@ impl Drop for ProxyBody {
     fn drop(&mut self) {
         if let Some(record) = self.record.take() {
             record.write(self.bytes_out);
-            record.counters.count(
-                record.status.as_u16(),
-                record.started.elapsed(),
-                self.bytes_out,
-            );
+            if let Some(counters) = &record.counters {
+                counters.count(
+                    record.status.as_u16(),
+                    record.started.elapsed(),
+                    self.bytes_out,
+                );
+            }
         }
     }
 }

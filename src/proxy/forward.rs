@@ -119,7 +119,7 @@ pub fn answer<'a>(
             upstream_ms: None,
             error: None,
             cause: None,
-            counters: state.metrics.unmatched().clone(),
+            counters: None,
         });
         let response = match local_answer::acme_challenge(&state.tls, peer, &request).await {
             Some(answer) => answer,
@@ -128,9 +128,8 @@ pub fn answer<'a>(
                 Err(error) => {
                     state.metrics.error(error.reason());
                     if let Some(feature) = error.refused_by() {
-                        state
-                            .metrics
-                            .refused(record.counters.host().clone(), feature);
+                        let counters = record.counters_or(state.metrics.unmatched());
+                        state.metrics.refused(counters.host().clone(), feature);
                     }
                     record.error = Some(error.reason());
                     record.cause = error.cause_text();
@@ -139,6 +138,9 @@ pub fn answer<'a>(
             },
         };
         record.status = response.status();
+        if record.counters.is_none() {
+            record.counters = Some(state.metrics.unmatched().clone());
+        }
         Ok(response.map(|body| body.with_record(record)))
     }
 }
@@ -177,7 +179,7 @@ fn handle_inner<'a>(
         let mut answer_rules = match looked.middlewares {
             Some(guarded) => {
                 record.location = Some(guarded.location.clone());
-                record.counters = guarded.counters.clone();
+                record.counters = Some(guarded.counters.clone());
                 let facts = RequestFacts {
                     client: peer.client_ip(request.headers()),
                     method: request.method(),
@@ -195,17 +197,23 @@ fn handle_inner<'a>(
             }
             None => None,
         };
-        // Taken straight into the two it is kept as, with no value between
-        // (each one more place the request's state is written to).
-        let (first, route) = match looked.chosen {
+        // Taken straight into what it is kept as, with no value between
+        // (each one more place the request's state is written to); the
+        // location's names go into the record, not copied (a count on
+        // memory every worker writes).
+        let Chosen {
+            endpoint: first,
+            plan: route,
+            location,
+            counters,
+        } = match looked.chosen {
             Some(chosen) => chosen,
             None => match choose_endpoint(state, &wanted).await? {
                 Some(chosen) => chosen,
                 None => return Err(nothing_to_serve(state, &wanted, record)),
             },
         };
-        record.location = Some(route.location.clone());
-        record.counters = route.counters.clone();
+        record.location = Some(location);
 
         let client_upgrade = route
             .upgrade
@@ -245,10 +253,11 @@ fn handle_inner<'a>(
             bodyless,
             &head.method,
             &route,
+            record.counters.insert(counters).bytes_in(),
             state.client_body_timeout,
         )
         .await
-        .inspect_err(|error| record.log_failed_try(&route.location, error))?;
+        .inspect_err(|error| record.log_failed_try(error))?;
         let mut tries = Tries::new(&route);
 
         let mut endpoint = first;
@@ -264,7 +273,7 @@ fn handle_inner<'a>(
                 .is_ok()
                 .then(|| sent_at.elapsed().as_secs_f64() * 1000.0);
             if let Err(error) = &result {
-                record.log_failed_try(&route.location, error);
+                record.log_failed_try(error);
             }
             let again = match &result {
                 Ok(response) => {
@@ -306,7 +315,7 @@ fn handle_inner<'a>(
 
         // Refused answers are logged as the upstream's fault.
         let (mut response, switched_to) = checked_answer(&route, response, state.upstream_timeout)
-            .inspect_err(|error| record.log_failed_try(&route.location, error))?;
+            .inspect_err(|error| record.log_failed_try(error))?;
         headers::remove_hop_by_hop(response.headers_mut());
         to_https::set_hsts(peer, route.hsts.as_ref(), response.headers_mut());
         if let Some((guarded, asked)) = &answer_rules {
@@ -355,7 +364,7 @@ fn redirect_to_https(
         .filter(|location| location.https_redirect)?;
     let redirect = to_https::redirect(host, https_port, wanted.uri)?;
     record.location = Some(location.prefix.clone());
-    record.counters = location.counters(&state.metrics).clone();
+    record.counters = Some(location.counters(&state.metrics).clone());
     Some(redirect)
 }
 
@@ -397,7 +406,7 @@ fn nothing_to_serve(
         Ok(location) => location,
         Err(error) => return error,
     };
-    record.counters = location.counters(&state.metrics).clone();
+    record.counters = Some(location.counters(&state.metrics).clone());
     let names = location.upstreams.names();
     if names.is_empty() {
         return ErrorKind::NoHealthyUpstream.into();
@@ -411,10 +420,19 @@ fn nothing_to_serve(
 /// One look at the request's location: an endpoint, if it has one now,
 /// and its middlewares, if it has any.
 struct Looked {
-    chosen: Option<(Arc<Endpoint>, RequestPlan)>,
+    chosen: Option<Chosen>,
     middlewares: Option<Guarded>,
     /// It has upstream names, which may get an address soon.
     has_names: bool,
+}
+
+/// An endpoint for the request, what its location decided for it, and the
+/// location as the access record names it and the metrics count it.
+struct Chosen {
+    endpoint: Arc<Endpoint>,
+    plan: RequestPlan,
+    location: Arc<str>,
+    counters: Arc<LocationCounters>,
 }
 
 /// A location's middlewares, with what its refusals count under.
@@ -487,10 +505,12 @@ fn look(state: &ProxyState, wanted: &Wanted<'_>) -> Result<Looked, ProxyError> {
         counters: counters.clone(),
     });
     let chosen = match location.upstreams.pick(&[]) {
-        Some(endpoint) => {
-            let plan = RequestPlan::of(location, counters, wanted.uri, wanted.upgrade)?;
-            Some((endpoint, plan))
-        }
+        Some(endpoint) => Some(Chosen {
+            endpoint,
+            plan: RequestPlan::of(location, wanted.uri, wanted.upgrade)?,
+            location: location.prefix.clone(),
+            counters: counters.clone(),
+        }),
         None => {
             for name in location.upstreams.names() {
                 state.resolve_hints.no_upstream(name);
@@ -511,7 +531,7 @@ fn look(state: &ProxyState, wanted: &Wanted<'_>) -> Result<Looked, ProxyError> {
 async fn choose_endpoint(
     state: &ProxyState,
     wanted: &Wanted<'_>,
-) -> Result<Option<(Arc<Endpoint>, RequestPlan)>, ProxyError> {
+) -> Result<Option<Chosen>, ProxyError> {
     let mut changes = None;
     loop {
         let looked = look(state, wanted)?;
@@ -580,7 +600,7 @@ async fn follow_after_failure(
     let _ = tokio::time::timeout_at((now + pause).min(wanted.deadline), changes.changed()).await;
     Ok(choose_endpoint(state, wanted)
         .await?
-        .map(|(endpoint, _)| endpoint))
+        .map(|chosen| chosen.endpoint))
 }
 
 /// The location's next endpoint, preferring those not `tried`; `Ok(None)`
