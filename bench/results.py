@@ -43,17 +43,29 @@ SHAPES = {
 }
 
 def pairs(scale_hosts):
-    """Shapes that compare two dockhand instances: their title, and the
-    instances' names, the one compared first."""
+    """Shapes that compare instances of one proxy set up two ways: their
+    title, the instances' names (the one compared first), and the pairs
+    whose CPU per request is compared (each: the instance, and the one it is
+    divided by)."""
     hosts = f"{scale_hosts:,} hosts"
     return {
         "scale": (
             f"Route table size: {hosts} against 1 (HTTP/1.1 keep-alive, 50 connections)",
             {"dockhand_10k": f"dockhand, {hosts}", "dockhand_1host": "dockhand, 1 host"},
+            [("dockhand_10k", "dockhand_1host")],
         ),
+        # nginx with 1 and 2 workers, the same way, says what a second worker
+        # costs on this machine whatever the proxy.
         "workers": (
-            "Workers: 2 against 1, both on both CPUs (HTTP/1.1 keep-alive, 50 connections)",
-            {"dockhand_w2": "dockhand, 2 workers", "dockhand_w1": "dockhand, 1 worker"},
+            "Workers: 2 against 1, both on both CPUs, nginx the same way beside "
+            "(HTTP/1.1 keep-alive, 50 connections)",
+            {
+                "dockhand_w2": "dockhand, 2 workers",
+                "dockhand_w1": "dockhand, 1 worker",
+                "nginx_w2": "nginx, 2 workers",
+                "nginx_w1": "nginx, 1 worker",
+            },
+            [("dockhand_w2", "dockhand_w1"), ("nginx_w2", "nginx_w1")],
         ),
     }
 
@@ -418,12 +430,12 @@ def table(args):
         shape_runs = [r for r in runs if r["shape"] == shape]
         if shape_runs:
             sections.append(load_table(shape, title, shape_runs, PEERS, PEER_NAMES))
-    for shape, (title, names) in pairs(args.scale_hosts).items():
+    for shape, (title, names, cpu_pairs) in pairs(args.scale_hosts).items():
         pair_runs = [r for r in runs if r["shape"] == shape]
         if pair_runs:
             sections.append(
                 load_table(shape, title, pair_runs, list(names), names)
-                + cpu_ratio_line(pair_runs, names, *names)
+                + "".join(cpu_ratio_line(pair_runs, names, *pair) for pair in cpu_pairs)
             )
     sections.append(memory_table([r for r in runs if r["shape"] == "idle_memory"]))
     sections.append(criterion_lines(args.criterion))

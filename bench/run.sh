@@ -33,6 +33,8 @@
 #  - dockhand with 10,000 hosts in its route table against 1 host;
 #  - dockhand with 2 workers against 1 worker, both free to run on either CPU:
 #    CPU seconds per request, what this 2-core machine can show of scaling;
+#    nginx with 2 workers against 1 the same way, for what a second worker
+#    costs here whatever the proxy;
 #  - resident memory per idle keep-alive client connection (IDLE_CONNECTIONS
 #    of them, one request each, kept idle), for each proxy freshly started;
 #  - the in-process time to apply one changed container among 1,000
@@ -45,7 +47,7 @@
 #   DURATION=10         seconds per run
 #   IDLE_CONNECTIONS=10000
 #   SCALE_HOSTS=10000   hosts in the large route table
-#   BASE_PORT=21000     ports used: BASE_PORT+80..+93, +180..+183 and +281..+284, on 127.0.0.1
+#   BASE_PORT=21000     ports used: BASE_PORT+80..+95, +180..+183 and +281..+284, on 127.0.0.1
 #   SHAPES="..."        what to run, any of: h1_c50 h1_c500 h2c h1_close
 #                       https_c50 https_close scale workers idle_memory route_table
 #                       (default: all)
@@ -234,6 +236,8 @@ PORT_H1[dockhand_1host]=${PORT_H1[dockhand]}
 PORT_H1[dockhand_10k]=$((BASE_PORT + 91))
 PORT_H1[dockhand_w1]=$((BASE_PORT + 92))
 PORT_H1[dockhand_w2]=$((BASE_PORT + 93))
+PORT_H1[nginx_w1]=$((BASE_PORT + 94))
+PORT_H1[nginx_w2]=$((BASE_PORT + 95))
 # HTTPS: every proxy but the backend (which the proxies reach over plain HTTP).
 PORT_TLS[dockhand]=$((BASE_PORT + 281))
 PORT_TLS[nginx]=$((BASE_PORT + 282))
@@ -280,11 +284,12 @@ end
 EOF
 }
 
-# The top of an nginx configuration living in DIR: one worker, in the foreground.
+# The top of an nginx configuration living in DIR: WORKERS (default one)
+# worker processes, in the foreground.
 nginx_main_context() {
-    local dir=$1
+    local dir=$1 workers=${2:-1}
     cat <<EOF
-worker_processes 1;
+worker_processes $workers;
 daemon off;
 pid $dir/nginx.pid;
 error_log $dir/logs/error.log warn;
@@ -358,11 +363,25 @@ start_dockhand_10k() { start_dockhand_instance dockhand_10k "${PORT_H1[dockhand_
 start_dockhand_w1() { start_dockhand_instance dockhand_w1 "${PORT_H1[dockhand_w1]}" 0 1 "$PROXY_CPU,$LOAD_CPU"; }
 start_dockhand_w2() { start_dockhand_instance dockhand_w2 "${PORT_H1[dockhand_w2]}" 0 2 "$PROXY_CPU,$LOAD_CPU"; }
 
-start_nginx() {
-    local dir=$WORK/nginx
+# start_nginx_instance NAME [WORKERS [CPUS]]: nginx as a proxy to the
+# backend, on NAME's ports (h2c and HTTPS where NAME has them). With
+# WORKERS, each worker has its own listening socket (reuseport), as each
+# of dockhand's does.
+start_nginx_instance() {
+    local name=$1 workers=${2:-} cpus=${3:-$PROXY_CPU} dir=$WORK/$1 listen
     mkdir -p "$dir/logs"
+    listen="listen 127.0.0.1:${PORT_H1[$name]}${workers:+ reuseport};"
+    if [[ -n ${PORT_H2[$name]:-} ]]; then
+        # nginx 1.22 speaks h2c (prior knowledge only) on a port of its own.
+        listen+=" listen 127.0.0.1:${PORT_H2[$name]} http2;"
+    fi
+    if [[ -n ${PORT_TLS[$name]:-} ]]; then
+        listen+=" listen 127.0.0.1:${PORT_TLS[$name]} ssl http2;"
+        listen+=" ssl_certificate $LEAF_CRT; ssl_certificate_key $LEAF_KEY;"
+        listen+=" ssl_protocols TLSv1.2 TLSv1.3;"
+    fi
     {
-        nginx_main_context "$dir"
+        nginx_main_context "$dir" "${workers:-1}"
         cat <<EOF
 http {
     access_log off;
@@ -374,13 +393,7 @@ http {
         keepalive_requests 100000000;
     }
     server {
-        listen 127.0.0.1:${PORT_H1[nginx]};
-        # nginx 1.22 speaks h2c (prior knowledge only) on a port of its own.
-        listen 127.0.0.1:${PORT_H2[nginx]} http2;
-        listen 127.0.0.1:${PORT_TLS[nginx]} ssl http2;
-        ssl_certificate $LEAF_CRT;
-        ssl_certificate_key $LEAF_KEY;
-        ssl_protocols TLSv1.2 TLSv1.3;
+        $listen
         location / {
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -390,9 +403,14 @@ http {
 }
 EOF
     } >"$dir/nginx.conf"
-    spawn "$PROXY_CPU" "$WORK/nginx.log" nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf"
-    PID[nginx]=$LAST_PID
+    spawn "$cpus" "$WORK/$name.log" nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf"
+    PID[$name]=$LAST_PID
 }
+
+start_nginx() { start_nginx_instance nginx; }
+# The workers shape's yardstick: nginx set up as dockhand_w1 and dockhand_w2 are.
+start_nginx_w1() { start_nginx_instance nginx_w1 1 "$PROXY_CPU,$LOAD_CPU"; }
+start_nginx_w2() { start_nginx_instance nginx_w2 2 "$PROXY_CPU,$LOAD_CPU"; }
 
 start_haproxy() {
     local dir=$WORK/haproxy IDLE_CONNECTIONS_PLUS=$((IDLE_CONNECTIONS + 1000))
@@ -619,7 +637,7 @@ run() {
     sleep 1
 }
 
-# side_by_side SHAPE INSTANCE...: SHAPE against dockhand INSTANCEs in turn,
+# side_by_side SHAPE INSTANCE...: SHAPE against INSTANCEs in turn,
 # ROUNDS times; those not running yet are started first and stopped after.
 side_by_side() {
     local shape=$1 peer round started=()
@@ -810,8 +828,11 @@ EOF
         cat <<EOF
 - Workers: two more dockhand instances, \`--workers 1\` and \`--workers 2\`, each free to
   run on both CPUs (the load generator and the backend stay on CPU 1, so the second
-  worker shares a CPU with them). They alternate, $ROUNDS round(s) of ${DURATION} s. With 2
-  cores this shows what a second worker costs per request, not how far it scales.
+  worker shares a CPU with them), and two nginx instances set up the same way
+  (\`worker_processes 1\` and \`2\`, each worker with its own socket: \`reuseport\`).
+  They alternate, $ROUNDS round(s) of ${DURATION} s. With 2 cores this shows what a second
+  worker costs per request, not how far it scales; nginx's ratio is what it costs
+  on this machine whatever the proxy.
 EOF
     fi
     if wanted route_table "$SHAPES"; then
@@ -897,7 +918,9 @@ main() {
 
     if wanted dockhand "$PEERS"; then
         if wanted scale "$SHAPES"; then side_by_side scale dockhand_1host dockhand_10k; fi
-        if wanted workers "$SHAPES"; then side_by_side workers dockhand_w1 dockhand_w2; fi
+        if wanted workers "$SHAPES"; then
+            side_by_side workers dockhand_w1 dockhand_w2 nginx_w1 nginx_w2
+        fi
     fi
 
     # Before idle_memory, which restarts dockhand (and so its counters).
