@@ -5,9 +5,11 @@
 #   ROUNDS=1 DURATION=3 IDLE_CONNECTIONS=2000 bench/run.sh   # a quick check
 #
 # What it does, unattended, as root (or with sudo on PATH for apt-get):
-#  - builds dockhand (`cargo build --release --locked`) and the route_table
-#    criterion benchmark, and installs the Debian packages it lacks
-#    (nginx-light haproxy caddy wrk nghttp2-client);
+#  - builds dockhand as it is shipped (`pgo/build.sh`: release, optimised
+#    with a profile of a workload of its own) and the route_table criterion
+#    benchmark, and installs the Debian packages it lacks (nginx-light
+#    haproxy caddy wrk nghttp2-client openssl, and llvm-N for llvm-profdata
+#    when rustup's llvm-tools are not installed);
 #  - on loopback only, starts one fast backend (its own nginx instance,
 #    `return 200`, config and prefix in a temp dir, never the system service)
 #    and in front of it dockhand, nginx, HAProxy and Caddy, each with one
@@ -166,8 +168,15 @@ wait_listening() {
 
 install_packages() {
     local missing=() command package
+    local llvm_tools=()
+    # pgo/build.sh needs an llvm-profdata of rustc's LLVM: rustup's, or Debian's llvm-N.
+    if [[ ! -x $(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata ]]; then
+        local major
+        major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+        llvm_tools=("llvm-profdata-$major:llvm-$major")
+    fi
     for command in nginx:nginx-light haproxy:haproxy caddy:caddy wrk:wrk h2load:nghttp2-client \
-        taskset:util-linux ss:iproute2 python3:python3; do
+        taskset:util-linux ss:iproute2 python3:python3 openssl:openssl "${llvm_tools[@]}"; do
         package=${command#*:}
         command -v "${command%%:*}" >/dev/null || missing+=("$package")
     done
@@ -190,9 +199,8 @@ build() {
     if [[ -n ${DOCKHAND_BIN:-} ]]; then
         log "using $DOCKHAND_BIN"
     else
-        log "building dockhand (release)"
-        (cd "$REPO" && cargo build --release --locked >&2)
-        DOCKHAND_BIN=$REPO/target/release/dockhand
+        log "building dockhand (release, profile-guided: pgo/build.sh)"
+        DOCKHAND_BIN=$("$REPO/pgo/build.sh" | tail -1)
     fi
     [[ -x $DOCKHAND_BIN ]] || die "no dockhand binary at $DOCKHAND_BIN"
 }
