@@ -198,9 +198,11 @@ install_packages() {
 build() {
     if [[ -n ${DOCKHAND_BIN:-} ]]; then
         log "using $DOCKHAND_BIN"
+        DOCKHAND_BUILT="given as DOCKHAND_BIN=$DOCKHAND_BIN"
     else
         log "building dockhand (release, profile-guided: pgo/build.sh)"
         DOCKHAND_BIN=$("$REPO/pgo/build.sh" | tail -1)
+        DOCKHAND_BUILT="built by \`pgo/build.sh\` (release, profile-guided)"
     fi
     [[ -x $DOCKHAND_BIN ]] || die "no dockhand binary at $DOCKHAND_BIN"
 }
@@ -793,6 +795,7 @@ header() {
 - Command: \`$COMMAND\`
 - Machine: $(nproc) CPUs, $cpu_model, Linux $(uname -r); load average at start: $LOAD_AT_START
 - Versions: $(versions | tr '\n' ' ')
+- dockhand's binary: $DOCKHAND_BUILT
 EOF
     short_run_note
     shared_machine_note
