@@ -3,7 +3,7 @@
 # instrumented build serves a short, bounded workload on loopback, and the
 # release build is compiled with the counts it wrote. The compiler then lays
 # out the code a request runs in a few contiguous pieces and keeps the rest
-# apart: a keep-alive request runs 18% fewer instructions and misses the
+# apart: a keep-alive request runs a quarter fewer instructions and misses the
 # instruction cache half as often (`bench/instructions.sh`). The image
 # (`Dockerfile`) and the benchmark (`bench/run.sh`) both build this way, so
 # the binary measured is the binary shipped.
