@@ -8,8 +8,8 @@
 #  - builds dockhand as it is shipped (`pgo/build.sh`: release, optimised
 #    with a profile of a workload of its own) and the route_table criterion
 #    benchmark, and installs the Debian packages it lacks (nginx-light
-#    haproxy caddy wrk nghttp2-client openssl, and llvm-N for llvm-profdata
-#    when rustup's llvm-tools are not installed);
+#    haproxy caddy wrk nghttp2-client openssl, and what `pgo/build.sh
+#    --needs` lists: llvm-N for llvm-profdata without rustup's llvm-tools);
 #  - on loopback only, starts one fast backend (its own nginx instance,
 #    `return 200`, config and prefix in a temp dir, never the system service)
 #    and in front of it dockhand, nginx, HAProxy and Caddy, each with one
@@ -168,18 +168,17 @@ wait_listening() {
 
 install_packages() {
     local missing=() command package
-    local llvm_tools=()
-    # pgo/build.sh needs an llvm-profdata of rustc's LLVM: rustup's, or Debian's llvm-N.
-    if [[ ! -x $(rustc --print sysroot)/lib/rustlib/$(rustc -vV | sed -n 's/^host: //p')/bin/llvm-profdata ]]; then
-        local major
-        major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
-        llvm_tools=("llvm-profdata-$major:llvm-$major")
-    fi
     for command in nginx:nginx-light haproxy:haproxy caddy:caddy wrk:wrk h2load:nghttp2-client \
-        taskset:util-linux ss:iproute2 python3:python3 openssl:openssl "${llvm_tools[@]}"; do
+        taskset:util-linux ss:iproute2 python3:python3 openssl:openssl; do
         package=${command#*:}
         command -v "${command%%:*}" >/dev/null || missing+=("$package")
     done
+    # And what the build (pgo/build.sh) needs, llvm-profdata among it.
+    if [[ -z ${DOCKHAND_BIN:-} ]]; then
+        for package in $("$REPO/pgo/build.sh" --needs); do
+            [[ " ${missing[*]} " == *" $package "* ]] || missing+=("$package")
+        done
+    fi
     [[ ${#missing[@]} == 0 ]] && return 0
     log "installing ${missing[*]}"
     local apt=(apt-get)

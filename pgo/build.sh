@@ -9,6 +9,7 @@
 # the binary measured is the binary shipped.
 #
 #   pgo/build.sh [--target TRIPLE]      (default: the host's triple)
+#   pgo/build.sh --needs                the Debian packages it lacks, a line each
 #
 # Prints the binary's path as its last line of output:
 # target/pgo/release/TRIPLE/release/dockhand. RUSTFLAGS is passed to both
@@ -33,12 +34,16 @@ set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 HOST_TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
 TRIPLE=$HOST_TRIPLE
+NEEDS=0
 if [[ ${1:-} == --target ]]; then
     TRIPLE=${2:?--target needs a triple}
+elif [[ ${1:-} == --needs ]]; then
+    NEEDS=1
 elif [[ $# -gt 0 ]]; then
-    echo "usage: pgo/build.sh [--target TRIPLE]" >&2
+    echo "usage: pgo/build.sh [--target TRIPLE | --needs]" >&2
     exit 2
 fi
+LLVM_MAJOR=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
 BASE_PORT=${BASE_PORT:-23400}
 PGO_DIR=$REPO/target/pgo
 PROFILE=$PGO_DIR/dockhand.profdata
@@ -50,23 +55,30 @@ die() {
 
 # The llvm-profdata that reads what rustc's LLVM writes: the same major version.
 find_profdata() {
-    local major candidate
-    major=$(rustc -vV | sed -n 's/^LLVM version: \([0-9]*\).*/\1/p')
+    local candidate
     for candidate in "$(rustc --print sysroot)/lib/rustlib/$HOST_TRIPLE/bin/llvm-profdata" \
-        "llvm-profdata-$major" llvm-profdata; do
+        "llvm-profdata-$LLVM_MAJOR" llvm-profdata; do
         command -v "$candidate" >/dev/null || continue
-        if "$candidate" --version | grep -q "LLVM version $major\."; then
+        if "$candidate" --version | grep -q "LLVM version $LLVM_MAJOR\."; then
             echo "$candidate"
             return 0
         fi
     done
-    die "no llvm-profdata of LLVM $major: rustup component add llvm-tools, or install llvm-$major"
+    return 1
 }
 
-for tool in nginx h2load wrk openssl curl; do
-    command -v "$tool" >/dev/null || die "$tool is missing (Debian: nginx-light, nghttp2-client, wrk, openssl, curl)"
+# What is missing, as the Debian packages that have it.
+missing=()
+for tool in nginx:nginx-light h2load:nghttp2-client wrk:wrk openssl:openssl curl:curl; do
+    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
 done
-PROFDATA=$(find_profdata)
+PROFDATA=$(find_profdata) || missing+=("llvm-$LLVM_MAJOR")
+if [[ $NEEDS == 1 ]]; then
+    printf '%s\n' "${missing[@]}"
+    exit 0
+fi
+[[ ${#missing[@]} == 0 ]] ||
+    die "missing: ${missing[*]} (Debian packages; for llvm-profdata, rustup component add llvm-tools also does)"
 
 WORK=$(mktemp -d)
 PIDS=()
