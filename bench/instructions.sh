@@ -35,38 +35,22 @@ set -euo pipefail
 bin=$1
 requests=${2:-20000}
 base=${BASE_PORT:-22080}
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=loopback.sh
+source "$(dirname "$0")/loopback.sh"
+scratch_dir
 
-mkdir -p "$work/logs"
-cat >"$work/nginx.conf" <<CONF
-worker_processes 1;
-daemon off;
-pid $work/nginx.pid;
-error_log $work/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    server { listen 127.0.0.1:$base; location / { return 200 "hello from the backend\n"; } }
-}
-CONF
-nginx -e "$work/logs/error.log" -p "$work" -c "$work/nginx.conf" &
-pids+=($!)
+mkdir -p "$WORK/logs"
+backend_conf "$WORK" "$base" >"$WORK/nginx.conf"
+nginx -e "$WORK/logs/error.log" -p "$WORK" -c "$WORK/nginx.conf" &
+PIDS+=($!)
 if [ "$bin" = nginx ]; then
-    mkdir -p "$work/proxy/logs"
-    cat >"$work/proxy/nginx.conf" <<CONF
+    mkdir -p "$WORK/proxy/logs"
+    cat >"$WORK/proxy/nginx.conf" <<CONF
 worker_processes 1;
 master_process off;
 daemon off;
-pid $work/proxy/nginx.pid;
-error_log $work/proxy/logs/error.log warn;
+pid $WORK/proxy/nginx.pid;
+error_log $WORK/proxy/logs/error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
@@ -82,10 +66,10 @@ http {
     }
 }
 CONF
-    set -- nginx -e "$work/proxy/logs/error.log" -p "$work/proxy" -c "$work/proxy/nginx.conf"
+    set -- nginx -e "$WORK/proxy/logs/error.log" -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf"
 else
-    echo "{\"host\":{\"bench.test\":{\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$base\":{}}}}}}}" >"$work/routes.json"
-    set -- "$bin" --no-docker --routes "$work/routes.json" \
+    echo "{\"host\":{\"bench.test\":{\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$base\":{}}}}}}}" >"$WORK/routes.json"
+    set -- "$bin" --no-docker --routes "$WORK/routes.json" \
         --http-listen "127.0.0.1:$((base + 1))" --admin-listen "127.0.0.1:$((base + 2))" \
         --workers 1 --log-level warn
 fi
@@ -97,10 +81,10 @@ if [ "${CACHE_SIM:-0}" = 1 ]; then
     cache_sim=(--cache-sim=yes "--LL=$((size * 1024)),$ways,64")
 fi
 valgrind --tool=callgrind --instr-atstart=no "${cache_sim[@]}" \
-    --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$work/callgrind.out" \
-    "$@" >"$work/proxy.log" 2>&1 &
+    --dump-instr=yes --compress-pos=no --compress-strings=no --callgrind-out-file="$WORK/callgrind.out" \
+    "$@" >"$WORK/proxy.log" 2>&1 &
 proxy=$!
-pids+=("$proxy")
+PIDS+=("$proxy")
 
 url="http://127.0.0.1:$((base + 1))/"
 load() { h2load --h1 -n "$1" -c "${CONNECTIONS:-50}" -t 1 -H ':authority: bench.test' "$url"; }
@@ -118,12 +102,12 @@ case $summary in
 *" $requests succeeded"*) ;;
 *) echo "not every request succeeded: $summary" >&2; exit 1 ;;
 esac
-total=$(callgrind_annotate "$work/callgrind.out" | awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')
-if [ -n "${PROFILE:-}" ]; then cp "$work/callgrind.out" "$PROFILE"; fi
-atomics=$(python3 "$(dirname "$0")/atomics.py" "$work/callgrind.out" "$requests" "${TOP:-0}")
+total=$(callgrind_annotate "$WORK/callgrind.out" | awk '/PROGRAM TOTALS/ && !seen { gsub(",", "", $1); print $1; seen = 1 }')
+if [ -n "${PROFILE:-}" ]; then cp "$WORK/callgrind.out" "$PROFILE"; fi
+atomics=$(python3 "$(dirname "$0")/atomics.py" "$WORK/callgrind.out" "$requests" "${TOP:-0}")
 echo "$bin: $((total / requests)) instructions and $atomics atomic read-modify-writes per request ($total instructions over $requests requests)"
 if [ "${CACHE_SIM:-0}" = 1 ]; then
-    callgrind_annotate "$work/callgrind.out" | awk -v requests="$requests" '
+    callgrind_annotate "$WORK/callgrind.out" | awk -v requests="$requests" '
         /^Events shown:/ { for (i = 3; i <= NF; i++) event[i - 2] = $i }
         /PROGRAM TOTALS/ && !seen {
             # The counts, each followed by its share in parentheses.

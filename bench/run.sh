@@ -75,6 +75,8 @@ BENCH_HOST=bench.test
 
 BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(dirname "$BENCH_DIR")
+# shellcheck source=loopback.sh
+source "$BENCH_DIR/loopback.sh"
 RESULTS_FILE=${RESULTS_FILE:-$BENCH_DIR/RESULTS.md}
 COMMAND="ROUNDS=$ROUNDS DURATION=$DURATION IDLE_CONNECTIONS=$IDLE_CONNECTIONS SCALE_HOSTS=$SCALE_HOSTS"
 [[ $SHAPES != "$ALL_SHAPES" ]] && COMMAND+=" SHAPES='$SHAPES'"
@@ -282,15 +284,8 @@ make_certificates() {
     ) >"$WORK/openssl.log" 2>&1 || die "openssl: $(cat "$WORK/openssl.log")"
     LEAF_CRT=$TLS_DIR/certs/$BENCH_HOST.crt
     LEAF_KEY=$TLS_DIR/certs/$BENCH_HOST.key
-    # wrk connects to the address its URL's host resolves to and sends that
-    # host as SNI: the URL names the bench host (so SNI matches the
-    # certificate) and this makes it resolve to 127.0.0.1 without touching
-    # /etc/hosts. There is no request() function, so wrk's requests stay static.
-    cat >"$TLS_DIR/loopback.lua" <<'EOF'
-wrk.resolve = function(host, service)
-   wrk.addrs = wrk.lookup("127.0.0.1", service)
-end
-EOF
+    # wrk's URLs name the bench host (so that SNI matches the certificate).
+    loopback_lua "$TLS_DIR/loopback.lua"
 }
 
 # The top of an nginx configuration living in DIR: WORKERS (default one)

@@ -20,18 +20,20 @@
 #
 # The workload covers what a proxy mostly serves: HTTP/1.1 keep-alive at 50
 # and 500 connections, a new connection per request, request bodies, large
-# and chunked responses, h2c, and HTTPS (HTTP/1.1 and h2, kept and new TLS
-# connections). Code it does not reach is still compiled, for size rather
-# than speed.
+# and chunked responses, h2c, HTTPS (HTTP/1.1 and h2, kept and new TLS
+# connections), and a route table of one host and of 10,001. Code it does
+# not reach is still compiled, for size rather than speed.
 #
 # Needs nginx (the backend), h2load (nghttp2-client), wrk, openssl, and an
 # llvm-profdata of rustc's LLVM major version: rustup's llvm-tools component
 # (`rustup component add llvm-tools`) or the system's llvm-profdata-N
-# (Debian: llvm-N). BASE_PORT (default 23400) and the 4 ports after it are
+# (Debian: llvm-N). BASE_PORT (default 23400) and the 3 ports after it are
 # used on 127.0.0.1.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=../bench/loopback.sh
+source "$REPO/bench/loopback.sh"
 HOST_TRIPLE=$(rustc -vV | sed -n 's/^host: //p')
 TRIPLE=$HOST_TRIPLE
 NEEDS=0
@@ -59,7 +61,7 @@ find_profdata() {
     for candidate in "$(rustc --print sysroot)/lib/rustlib/$HOST_TRIPLE/bin/llvm-profdata" \
         "llvm-profdata-$LLVM_MAJOR" llvm-profdata; do
         command -v "$candidate" >/dev/null || continue
-        if "$candidate" --version | grep -q "LLVM version $LLVM_MAJOR\."; then
+        if "$candidate" --version 2>/dev/null | grep -q "LLVM version $LLVM_MAJOR\."; then
             echo "$candidate"
             return 0
         fi
@@ -80,14 +82,7 @@ fi
 [[ ${#missing[@]} == 0 ]] ||
     die "missing: ${missing[*]} (Debian packages; for llvm-profdata, rustup component add llvm-tools also does)"
 
-WORK=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
+scratch_dir
 
 build() {
     local target_dir=$1 flags=$2
@@ -103,24 +98,10 @@ build "$PGO_DIR/train" "-Cprofile-generate=$PGO_DIR/counts"
 # fly has no length), and request bodies read and answered.
 mkdir -p "$WORK/logs" "$WORK/files" "$WORK/certs"
 head -c 262144 /dev/zero | tr '\0' 'x' >"$WORK/files/large"
-# One process (no master), so that it reads the temp dir as its owner.
-cat >"$WORK/nginx.conf" <<CONF
-master_process off;
-daemon off;
-pid $WORK/nginx.pid;
-error_log $WORK/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    server {
-        listen 127.0.0.1:$BASE_PORT;
-        location / { return 200 "hello from the backend\n"; }
-        location /large { alias $WORK/files/large; }
-        location /chunked { gzip on; gzip_min_length 0; gzip_types *; return 200 "$(printf 'chunk%.0s' $(seq 200))\n"; }
-    }
-}
-CONF
+backend_conf "$WORK" "$BASE_PORT" \
+    "location /large { alias $WORK/files/large; }" \
+    "location /chunked { gzip on; gzip_min_length 0; gzip_types *; return 200 \"$(printf 'chunk%.0s' $(seq 200))\n\"; }" \
+    >"$WORK/nginx.conf"
 nginx -e "$WORK/logs/error.log" -p "$WORK" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 
@@ -128,27 +109,50 @@ host=pgo.test
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj "/CN=$host" \
     -addext "subjectAltName=DNS:$host" -keyout "$WORK/certs/$host.key" -out "$WORK/certs/$host.crt" \
     >"$WORK/openssl.log" 2>&1 || die "openssl: $(cat "$WORK/openssl.log")"
-echo "{\"host\":{\"$host\":{\"https_redirect\":false,\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$BASE_PORT\":{}}}}}}}" \
-    >"$WORK/routes.json"
 http=127.0.0.1:$((BASE_PORT + 1))
 https=127.0.0.1:$((BASE_PORT + 2))
-LLVM_PROFILE_FILE="$PGO_DIR/counts/dockhand-%p-%m.profraw" \
-    "$PGO_DIR/train/$TRIPLE/release/dockhand" --no-docker --routes "$WORK/routes.json" \
-    --http-listen "$http" --https-listen "$https" --certs-dir "$WORK/certs" \
-    --admin-listen "127.0.0.1:$((BASE_PORT + 3))" --workers 1 --log-level warn >"$WORK/dockhand.log" 2>&1 &
-dockhand=$!
-PIDS+=("$dockhand")
-for _ in $(seq 100); do
-    curl -sf -o /dev/null -H "Host: $host" "http://$http/" && break
-    sleep 0.2
-done
+
+# The routes file: the trained host after FILLER others (h{i}.scale.test, to
+# the same backend), as in the benchmark's large table.
+routes() {
+    awk -v filler="$1" -v host="$host" -v backend="127.0.0.1:$BASE_PORT" 'BEGIN {
+        location = "\"location\":{\"/\":{\"upstream\":{\"" backend "\":{}}}}"
+        printf "{\"host\":{"
+        for (i = 0; i < filler; i++) printf "\"h%d.scale.test\":{%s},", i, location
+        printf "\"%s\":{\"https_redirect\":false,%s}}}\n", host, location
+    }'
+}
+
+# Starts the instrumented dockhand with a table of FILLER hosts besides the
+# trained one, serving plain HTTP on $http and its admin API, and the rest
+# of its arguments; sets TRAINEE to its pid once it answers.
+start_trainee() {
+    local name=$1 filler=$2
+    shift 2
+    routes "$filler" >"$WORK/$name.routes.json"
+    LLVM_PROFILE_FILE="$PGO_DIR/counts/dockhand-%p-%m.profraw" \
+        "$PGO_DIR/train/$TRIPLE/release/dockhand" --no-docker --routes "$WORK/$name.routes.json" \
+        --http-listen "$http" --admin-listen "127.0.0.1:$((BASE_PORT + 3))" "$@" \
+        --workers 1 --log-level warn >"$WORK/$name.log" 2>&1 &
+    TRAINEE=$!
+    PIDS+=("$TRAINEE")
+    for _ in $(seq 100); do
+        curl -sf -o /dev/null -H "Host: $host" "http://$http/" && return 0
+        kill -0 "$TRAINEE" 2>/dev/null || break
+        sleep 0.2
+    done
+    die "the instrumented dockhand ($name) does not answer: $(tail -5 "$WORK/$name.log")"
+}
+
+# A graceful stop: the counts are written as the process exits.
+stop_trainee() {
+    kill -TERM "$TRAINEE"
+    wait "$TRAINEE" || die "the instrumented dockhand ($1) failed: $(tail -5 "$WORK/$1.log")"
+}
 
 log "training"
-cat >"$WORK/loopback.lua" <<'EOF'
-wrk.resolve = function(host, service)
-   wrk.addrs = wrk.lookup("127.0.0.1", service)
-end
-EOF
+start_trainee one_host 0 --https-listen "$https" --certs-dir "$WORK/certs"
+loopback_lua "$WORK/loopback.lua"
 head -c 16384 /dev/zero >"$WORK/body"
 # Each run is bounded in requests or seconds. One with a failed request or
 # an answer other than 2xx fails the build: its path would go untrained.
@@ -173,9 +177,12 @@ load h2load -t1 -n 50000 -c 10 -m 10 -H ":authority: $host" "http://$http/"
 load h2load --h1 -t1 -n 30000 -c 50 "${tls[@]}"
 load h2load -t1 -n 30000 -c 10 -m 10 "${tls[@]}"
 load wrk -t1 -c50 -d2s -H 'Connection: close' -s "$WORK/loopback.lua" "https://$host:${https#*:}/"
-# A graceful stop: the counts are written as the process exits.
-kill -TERM "$dockhand"
-wait "$dockhand" || die "the instrumented dockhand failed: $(tail -5 "$WORK/dockhand.log")"
+stop_trainee one_host
+# The lookup in a large table (the benchmark's scale row): the same
+# requests, with 10,000 other hosts in the table.
+start_trainee large_table 10000
+load "${h1[@]}" -n 50000 -c 50 "http://$http/"
+stop_trainee large_table
 "$PROFDATA" merge -o "$PROFILE" "$PGO_DIR/counts"
 
 log "building with the profile"

@@ -1,0 +1,60 @@
+# What the scripts that load dockhand on loopback share (sourced, not run):
+# bench/instructions.sh, pgo/build.sh and bench/run.sh.
+#
+#   scratch_dir            WORK: a temp dir, removed on exit with every pid
+#                          in PIDS stopped first
+#   backend_conf DIR PORT [LOCATION...]
+#                          an nginx configuration for a backend living in
+#                          DIR: one process, `return 200` at / on
+#                          127.0.0.1:PORT, and the extra locations given
+#   loopback_lua FILE      a wrk script that resolves every host to 127.0.0.1
+
+# A temp dir for the caller's files (WORK) and the pids of what it starts
+# (PIDS), both gone when the shell exits, however it exits.
+scratch_dir() {
+    WORK=$(mktemp -d)
+    PIDS=()
+    trap stop_scratch EXIT
+}
+
+stop_scratch() {
+    local pid
+    for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$WORK"
+}
+
+# One process (no master), so that it reads a temp dir as its owner, and
+# kept connections that last as long as the loads.
+backend_conf() {
+    local dir=$1 port=$2 location
+    shift 2
+    cat <<CONF
+master_process off;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    server {
+        listen 127.0.0.1:$port;
+        location / { return 200 "hello from the backend\n"; }
+CONF
+    for location in "$@"; do echo "        $location"; done
+    echo "    }"
+    echo "}"
+}
+
+# wrk connects to the address its URL's host resolves to and sends that host
+# as SNI: with this, a URL naming a test host reaches 127.0.0.1 without
+# touching /etc/hosts. There is no request() function, so wrk's requests
+# stay static.
+loopback_lua() {
+    cat >"$1" <<'EOF'
+wrk.resolve = function(host, service)
+   wrk.addrs = wrk.lookup("127.0.0.1", service)
+end
+EOF
+}
