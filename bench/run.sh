@@ -723,9 +723,7 @@ metrics_check_section() {
 }
 
 versions() {
-    local dockhand_rev
-    dockhand_rev=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)
-    echo "dockhand $dockhand_rev ($("$DOCKHAND_BIN" --version 2>/dev/null || echo '?')),"
+    echo "dockhand $DOCKHAND_REV ($("$DOCKHAND_BIN" --version 2>/dev/null || echo '?')),"
     echo "$(nginx -v 2>&1 | sed 's/.*: //'),"
     echo "HAProxy $(haproxy -v | head -1 | awk '{print $3}'),"
     echo "Caddy $(caddy version | awk '{print $1}'),"
@@ -894,6 +892,8 @@ main() {
     : >"$TLS_SUMMARY"
     raise_file_limit
     LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+    # Read before the tables are written: RESULTS_FILE is in the work tree.
+    DOCKHAND_REV=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo unknown)
     make_certificates
 
     local criterion=()
