@@ -981,23 +981,45 @@ impl ProxyProcess {
         extra: &[&str],
         env: &[(&str, &std::path::Path)],
     ) -> ProxyProcess {
-        let binary = Command::new(env!("CARGO_BIN_EXE_dockhand"));
+        let binary = || Command::new(env!("CARGO_BIN_EXE_dockhand"));
         ProxyProcess::spawn(binary, routes, extra, env).await
     }
 
     /// As `start`, run by a shell that first runs `shell` (`ulimit -Sn
     /// 1024`) and then becomes the binary, keeping its process id.
     pub async fn start_after_shell(shell: &str, routes: &str, extra: &[&str]) -> ProxyProcess {
-        let mut binary = Command::new("sh");
-        binary
-            .arg("-c")
-            .arg(format!("{shell} && exec \"$0\" \"$@\""))
-            .arg(env!("CARGO_BIN_EXE_dockhand"))
-            .arg("--no-docker");
+        let binary = || {
+            let mut binary = Command::new("sh");
+            binary
+                .arg("-c")
+                .arg(format!("{shell} && exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_dockhand"))
+                .arg("--no-docker");
+            binary
+        };
         ProxyProcess::spawn(binary, routes, extra, &[]).await
     }
 
+    /// Starts `binary()` with the routes and flags on two free ports, and
+    /// again on two others if a port was taken meanwhile: `free_port` only
+    /// says a port was free a moment ago, and the tests' other processes
+    /// bind ports (and connect from them) all the time.
     async fn spawn(
+        binary: impl Fn() -> Command,
+        routes: &str,
+        extra: &[&str],
+        env: &[(&str, &std::path::Path)],
+    ) -> ProxyProcess {
+        for _ in 0..PORT_ATTEMPTS {
+            let mut process = ProxyProcess::spawn_once(binary(), routes, extra, env);
+            if process.listens().await {
+                return process;
+            }
+        }
+        panic!("dockhand found a port taken {PORT_ATTEMPTS} times");
+    }
+
+    fn spawn_once(
         mut binary: Command,
         routes: &str,
         extra: &[&str],
@@ -1023,17 +1045,48 @@ impl ProxyProcess {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let process = ProxyProcess {
+        ProxyProcess {
             child,
             addr,
             admin,
             dir,
-        };
-        eventually("the binary listens", || async {
+        }
+    }
+
+    /// Waits until it listens on its ports: its own log says so (a
+    /// connection that succeeds may have reached another process that took
+    /// the port), and a connection is accepted. `false` if it exited because
+    /// it could not listen; any other exit fails the test, with its log.
+    async fn listens(&mut self) -> bool {
+        // The admin listener is bound last, after HTTP (and HTTPS).
+        eventually("the binary listens or exits", || {
+            let ended = !matches!(self.child.try_wait(), Ok(None));
+            std::future::ready(ended || self.logged("listening for the admin API"))
+        })
+        .await;
+        if let Ok(Some(status)) = self.child.try_wait() {
+            assert!(
+                self.logged("can't listen"),
+                "dockhand exited ({status}):\n{}",
+                self.stdout()
+            );
+            return false;
+        }
+        let addr = self.addr;
+        eventually("the binary accepts", || async {
             TcpStream::connect(addr).await.is_ok()
         })
         .await;
-        process
+        true
+    }
+
+    /// Whether it logged an event whose message starts with `message`.
+    fn logged(&self, message: &str) -> bool {
+        self.events().iter().any(|event| {
+            event["message"]
+                .as_str()
+                .is_some_and(|text| text.starts_with(message))
+        })
     }
 
     pub fn signal(&self, signal: &str) {
@@ -1142,6 +1195,9 @@ impl Drop for ProxyProcess {
         let _ = self.child.wait();
     }
 }
+
+/// How many pairs of free ports `ProxyProcess` tries before it gives up.
+const PORT_ATTEMPTS: usize = 3;
 
 /// A loopback port that was free a moment ago (for the binary, which binds itself).
 pub fn free_port() -> SocketAddr {
