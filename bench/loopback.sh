@@ -8,6 +8,10 @@
 #                          DIR: one process, `return 200` at / on
 #                          127.0.0.1:PORT, and the extra locations given
 #   loopback_lua FILE      a wrk script that resolves every host to 127.0.0.1
+#   routes_json FILLER HOST BACKEND [REDIRECT]
+#                          a routes file: HOST after FILLER other hosts
+#                          (h{i}.scale.test), all to BACKEND; REDIRECT
+#                          "off" sets HOST's https_redirect to false
 
 # A temp dir for the caller's files (WORK) and the pids of what it starts
 # (PIDS), both gone when the shell exits, however it exits.
@@ -57,4 +61,14 @@ wrk.resolve = function(host, service)
    wrk.addrs = wrk.lookup("127.0.0.1", service)
 end
 EOF
+}
+
+# The large table of the benchmark's scale row, and of the profile's training.
+routes_json() {
+    awk -v filler="$1" -v host="$2" -v backend="$3" -v redirect="${4:-}" 'BEGIN {
+        location = "\"location\":{\"/\":{\"upstream\":{\"" backend "\":{}}}}"
+        printf "{\"host\":{"
+        for (i = 0; i < filler; i++) printf "\"h%d.scale.test\":{%s},", i, location
+        printf "\"%s\":{%s%s}}}\n", host, (redirect == "off" ? "\"https_redirect\":false," : ""), location
+    }'
 }

@@ -330,20 +330,10 @@ EOF
 # to HTTPS would answer the HTTP rows with 308s: the routes file turns that
 # off for it (`"https_redirect": false`) where this dockhand knows the key.
 write_dockhand_routes() {
-    local file=$1 filler=$2 plain_http=true
+    local file=$1 filler=$2 redirect=off
     "$DOCKHAND_BIN" check --no-docker --routes <(echo '{"host":{"a.test":{"https_redirect":false,"location":{"/":{"upstream":{"127.0.0.1:1":{}}}}}}}') \
-        >/dev/null 2>&1 || plain_http=false
-    python3 - "$file" "$filler" "$BENCH_HOST" "$BACKEND" "$plain_http" <<'EOF'
-import json, sys
-path, filler, bench_host, backend = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-location = {"/": {"upstream": {backend: {}}}}
-hosts = {f"h{i}.scale.test": {"location": location} for i in range(filler)}
-hosts[bench_host] = {"location": location}
-if sys.argv[5] == "true":
-    hosts[bench_host]["https_redirect"] = False
-with open(path, "w") as out:
-    json.dump({"host": hosts}, out)
-EOF
+        >/dev/null 2>&1 || redirect=""
+    routes_json "$filler" "$BENCH_HOST" "$BACKEND" "$redirect" >"$file"
 }
 
 # start_dockhand_instance NAME PORT FILLER_HOSTS [WORKERS [CPUS]]

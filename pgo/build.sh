@@ -112,24 +112,13 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -su
 http=127.0.0.1:$((BASE_PORT + 1))
 https=127.0.0.1:$((BASE_PORT + 2))
 
-# The routes file: the trained host after FILLER others (h{i}.scale.test, to
-# the same backend), as in the benchmark's large table.
-routes() {
-    awk -v filler="$1" -v host="$host" -v backend="127.0.0.1:$BASE_PORT" 'BEGIN {
-        location = "\"location\":{\"/\":{\"upstream\":{\"" backend "\":{}}}}"
-        printf "{\"host\":{"
-        for (i = 0; i < filler; i++) printf "\"h%d.scale.test\":{%s},", i, location
-        printf "\"%s\":{\"https_redirect\":false,%s}}}\n", host, location
-    }'
-}
-
 # Starts the instrumented dockhand with a table of FILLER hosts besides the
 # trained one, serving plain HTTP on $http and its admin API, and the rest
 # of its arguments; sets TRAINEE to its pid once it answers.
 start_trainee() {
     local name=$1 filler=$2
     shift 2
-    routes "$filler" >"$WORK/$name.routes.json"
+    routes_json "$filler" "$host" "127.0.0.1:$BASE_PORT" off >"$WORK/$name.routes.json"
     LLVM_PROFILE_FILE="$PGO_DIR/counts/dockhand-%p-%m.profraw" \
         "$PGO_DIR/train/$TRIPLE/release/dockhand" --no-docker --routes "$WORK/$name.routes.json" \
         --http-listen "$http" --admin-listen "127.0.0.1:$((BASE_PORT + 3))" "$@" \
