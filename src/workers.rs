@@ -13,6 +13,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 use tokio::net::TcpListener;
@@ -96,11 +97,21 @@ fn per_worker(
     Ok(listeners)
 }
 
+/// How long a thread of a runtime's blocking pool (the file reads of the
+/// routes file's and the certificates directory's polls) waits for more
+/// work before it ends. tokio's default, 10 s, outlasts the polls' intervals
+/// (1 s and 2 s), so a process of one worker always had a second thread, and
+/// while a process has more than one the kernel takes and drops a reference
+/// on the file of every socket call it makes (`fdget`, `fput`), which it
+/// skips for a process of one thread. A thread started a poll costs far less.
+const BLOCKING_THREAD_KEEP_ALIVE: Duration = Duration::from_millis(10);
+
 /// A runtime on the calling thread, with I/O and timers: each worker
 /// thread's, and the binary's.
 pub fn current_thread_runtime() -> io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .thread_keep_alive(BLOCKING_THREAD_KEEP_ALIVE)
         .build()
 }
 

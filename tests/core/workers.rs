@@ -342,6 +342,25 @@ fn zero_workers_is_refused() {
 
 /// The port is shared with the binary's own workers only: a second dockhand
 /// on it is refused, as before there were workers.
+/// With one worker the process is one thread, but for the moments its
+/// polls read files (the routes file's, each second): a second thread would
+/// make every socket call take a reference the kernel skips for a process of
+/// one thread. The blocking pool's threads kept for 10 s outlasted each poll.
+#[tokio::test]
+async fn one_worker_is_the_only_thread_between_polls() {
+    let backend = Backend::echo("a").await;
+    let process = ProxyProcess::start(&one_route(HOST, backend.addr), &["--workers", "1"]).await;
+    let reply = get(process.addr, HOST, "/").await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.text());
+    let threads = format!("/proc/{}/task", process.child.id());
+    // Three polls of the routes file in this time.
+    eventually_within(Duration::from_secs(3), "one thread", || {
+        let count = std::fs::read_dir(&threads).map(Iterator::count);
+        async move { count.expect("the process's threads") == 1 }
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_second_process_on_the_port_is_refused() {
     let backend = Backend::echo("a").await;
