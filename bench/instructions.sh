@@ -45,27 +45,7 @@ nginx -e "$WORK/logs/error.log" -p "$WORK" -c "$WORK/nginx.conf" &
 PIDS+=($!)
 if [ "$bin" = nginx ]; then
     mkdir -p "$WORK/proxy/logs"
-    cat >"$WORK/proxy/nginx.conf" <<CONF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $WORK/proxy/nginx.pid;
-error_log $WORK/proxy/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
-    upstream backend { server 127.0.0.1:$base; keepalive 1024; }
-    server {
-        listen 127.0.0.1:$((base + 1));
-        location / {
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-CONF
+    proxy_nginx_conf "$WORK/proxy" "$((base + 1))" "$base" >"$WORK/proxy/nginx.conf"
     set -- nginx -e "$WORK/proxy/logs/error.log" -p "$WORK/proxy" -c "$WORK/proxy/nginx.conf"
 else
     echo "{\"host\":{\"bench.test\":{\"location\":{\"/\":{\"upstream\":{\"127.0.0.1:$base\":{}}}}}}}" >"$WORK/routes.json"

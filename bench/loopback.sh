@@ -7,6 +7,10 @@
 #                          an nginx configuration for a backend living in
 #                          DIR: one process, `return 200` at / on
 #                          127.0.0.1:PORT, and the extra locations given
+#   proxy_nginx_conf DIR PORT BACKEND_PORT
+#                          an nginx configuration for a proxy living in
+#                          DIR: one worker on 127.0.0.1:PORT, keeping
+#                          upstream connections to the backend
 #   loopback_lua FILE      a wrk script that resolves every host to 127.0.0.1
 #   routes_json FILLER HOST BACKEND [REDIRECT]
 #                          a routes file: HOST after FILLER other hosts
@@ -49,6 +53,33 @@ CONF
     for location in "$@"; do echo "        $location"; done
     echo "    }"
     echo "}"
+}
+
+# nginx as the proxy a benchmark compares dockhand with: one process, kept
+# upstream connections (as many as 4,096 clients need), access log off.
+proxy_nginx_conf() {
+    local dir=$1 port=$2 backend_port=$3
+    cat <<CONF
+worker_processes 1;
+master_process off;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+http {
+    access_log off;
+    keepalive_requests 100000000;
+    upstream backend { server 127.0.0.1:$backend_port; keepalive 1024; }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+CONF
 }
 
 # wrk connects to the address its URL's host resolves to and sends that host
