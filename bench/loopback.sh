@@ -32,20 +32,28 @@ stop_scratch() {
     rm -rf "$WORK"
 }
 
-# One process (no master), so that it reads a temp dir as its owner, and
-# kept connections that last as long as the loads.
-backend_conf() {
-    local dir=$1 port=$2 location
-    shift 2
+# What both configurations open with: one process (no master, one worker),
+# so that it reads a temp dir as its owner, files in DIR, and kept client
+# connections that last as long as the loads; the http block is left open.
+nginx_opening() {
     cat <<CONF
+worker_processes 1;
 master_process off;
 daemon off;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
+pid $1/nginx.pid;
+error_log $1/logs/error.log warn;
 events { worker_connections 4096; }
 http {
     access_log off;
     keepalive_requests 100000000;
+CONF
+}
+
+backend_conf() {
+    local dir=$1 port=$2 location
+    shift 2
+    nginx_opening "$dir"
+    cat <<CONF
     server {
         listen 127.0.0.1:$port;
         location / { return 200 "hello from the backend\n"; }
@@ -59,16 +67,8 @@ CONF
 # upstream connections (as many as 4,096 clients need), access log off.
 proxy_nginx_conf() {
     local dir=$1 port=$2 backend_port=$3
+    nginx_opening "$dir"
     cat <<CONF
-worker_processes 1;
-master_process off;
-daemon off;
-pid $dir/nginx.pid;
-error_log $dir/logs/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 100000000;
     upstream backend { server 127.0.0.1:$backend_port; keepalive 1024; }
     server {
         listen 127.0.0.1:$port;
