@@ -2,7 +2,7 @@
 # Two proxies loaded at the same time, for a ratio that this machine's drift
 # does not move: CPU per keep-alive request of B over A's.
 #
-#   bench/paired.sh A B            # each a dockhand binary, or nginx
+#   bench/paired.sh A B            # each a dockhand binary, nginx or haproxy
 #
 # Both proxies are pinned to CPU 0, which they share: while both are busy
 # the kernel gives each half of it, so the one that spends less on a
@@ -23,11 +23,13 @@
 # CPU also share its caches.
 #
 # Environment: ROUNDS=6 DURATION=6 CONNECTIONS=250 BASE_PORT=24080 (it
-# uses BASE_PORT to BASE_PORT+4 on 127.0.0.1). Needs nginx and wrk.
+# uses BASE_PORT to BASE_PORT+4 on 127.0.0.1). Needs nginx and wrk, and
+# haproxy to compare with it. nginx and HAProxy are set up as bench/run.sh
+# sets them up (kept upstream connections; HAProxy's `http-reuse always`).
 set -euo pipefail
 
 [[ $# == 2 ]] || {
-    echo "usage: $0 A B (each a dockhand binary, or nginx)" >&2
+    echo "usage: $0 A B (each a dockhand binary, nginx or haproxy)" >&2
     exit 2
 }
 rounds=${ROUNDS:-6}
@@ -51,6 +53,25 @@ start_proxy() {
     if [[ $what == nginx ]]; then
         proxy_nginx_conf "$dir" "$port" "$base" >"$dir/nginx.conf"
         taskset -c 0 nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
+    elif [[ $what == haproxy ]]; then
+        cat >"$dir/haproxy.cfg" <<EOF
+global
+    nbthread 1
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+    http-reuse always
+frontend paired
+    bind 127.0.0.1:$port
+    default_backend backend
+backend backend
+    server backend 127.0.0.1:$base
+EOF
+        # -db: in the foreground, one process, no master.
+        taskset -c 0 haproxy -db -f "$dir/haproxy.cfg" >"$dir/logs/out.log" 2>&1 &
     else
         taskset -c 0 "$what" --no-docker --routes "$WORK/routes.json" \
             --http-listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$((port + 2))" \
