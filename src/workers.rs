@@ -103,7 +103,8 @@ fn per_worker(
 /// (1 s and 2 s), so a process of one worker always had a second thread, and
 /// while a process has more than one the kernel takes and drops a reference
 /// on the file of every socket call it makes (`fdget`, `fput`), which it
-/// skips for a process of one thread. A thread started a poll costs far less.
+/// skips for a process of one thread. A thread started for each poll costs
+/// far less.
 const BLOCKING_THREAD_KEEP_ALIVE: Duration = Duration::from_millis(10);
 
 /// A runtime on the calling thread, with I/O and timers: each worker

@@ -340,8 +340,6 @@ fn zero_workers_is_refused() {
     }
 }
 
-/// The port is shared with the binary's own workers only: a second dockhand
-/// on it is refused, as before there were workers.
 /// With one worker the process is one thread, but for the moments its
 /// polls read files (the routes file's, each second): a second thread would
 /// make every socket call take a reference the kernel skips for a process of
@@ -361,6 +359,8 @@ async fn one_worker_is_the_only_thread_between_polls() {
     .await;
 }
 
+/// The port is shared with the binary's own workers only: a second dockhand
+/// on it is refused, as before there were workers.
 #[tokio::test]
 async fn a_second_process_on_the_port_is_refused() {
     let backend = Backend::echo("a").await;
