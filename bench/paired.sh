@@ -10,7 +10,7 @@
 # `return 200`) and two wrk instances, one a proxy with CONNECTIONS each,
 # share CPU 1. Each round starts both afresh, loads both for DURATION
 # seconds, and prints each one's requests and CPU µs per request (its
-# utime+stime from /proc); the last line is the median of B's CPU per
+# utime+stime from /proc, as bench/run.sh reads it); the last line is the median of B's CPU per
 # request over A's, with its least and most.
 #
 # Why: in runs that alternate peers (bench/run.sh), the requests/s of one
@@ -87,14 +87,15 @@ EOF
     exit 1
 }
 
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+results=$(dirname "$0")/results.py
+cpu_ticks() { python3 "$results" cpu-ticks "$1"; }
 
+# load PORT SECONDS: wrk's keep-alive load, with its latencies.
 load() {
-    timeout -k 5 $((duration + 30)) taskset -c 1 wrk -t1 -c"$connections" -d"${duration}s" \
+    timeout -k 5 $(($2 + 30)) taskset -c 1 wrk -t1 -c"$connections" -d"$2s" --latency \
         -H 'Host: bench.test' "http://127.0.0.1:$1/"
 }
 
-ticks_per_second=$(getconf CLK_TCK)
 ratios=()
 for round in $(seq "$rounds"); do
     start_proxy "$1" $((base + 1))
@@ -102,34 +103,20 @@ for round in $(seq "$rounds"); do
     start_proxy "$2" $((base + 3))
     b=$PROXY
     # An unmeasured second each: pools filled, allocators warm.
-    load $((base + 1)) >/dev/null &
-    load $((base + 3)) >/dev/null
+    load $((base + 1)) 1 >/dev/null &
+    load $((base + 3)) 1 >/dev/null
     wait %%
     a_before=$(cpu_ticks "$a")
     b_before=$(cpu_ticks "$b")
-    load $((base + 1)) >"$WORK/a.out" &
-    load $((base + 3)) >"$WORK/b.out"
+    load $((base + 1)) "$duration" >"$WORK/a.out" &
+    load $((base + 3)) "$duration" >"$WORK/b.out"
     wait %%
     a_after=$(cpu_ticks "$a")
     b_after=$(cpu_ticks "$b")
     kill "$a" "$b"
     wait "$a" "$b" 2>/dev/null || true
-    line=$(python3 - "$WORK/a.out" "$WORK/b.out" $((a_after - a_before)) $((b_after - b_before)) "$ticks_per_second" <<'EOF'
-import re, sys
-a_out, b_out, a_ticks, b_ticks, hz = sys.argv[1:]
-
-def requests(path):
-    text = open(path).read()
-    if "Non-2xx" in text or "Socket errors" in text:
-        sys.exit(f"errors in a run: {text}")
-    return int(re.search(r"(\d+) requests in", text).group(1))
-
-a, b = requests(a_out), requests(b_out)
-a_us = int(a_ticks) / int(hz) * 1e6 / a
-b_us = int(b_ticks) / int(hz) * 1e6 / b
-print(f"{b_us / a_us:.4f} A {a} requests {a_us:.2f} µs each, B {b} requests {b_us:.2f} µs each")
-EOF
-)
+    line=$(python3 "$results" paired --a "$WORK/a.out" --b "$WORK/b.out" \
+        --a-ticks $((a_after - a_before)) --b-ticks $((b_after - b_before)))
     ratios+=("${line%% *}")
     echo "round $round: ${line#* }, B/A CPU per request ${line%% *}"
 done

@@ -180,6 +180,22 @@ def print_completed(args):
         print("?")
 
 
+def paired(args):
+    """One round of bench/paired.sh: B's CPU per request over A's first,
+    then what each did. A run with errors fails the round."""
+    runs = []
+    for output, ticks in ((args.a, args.a_ticks), (args.b, args.b_ticks)):
+        with open(output) as text:
+            result = parse_wrk(text.read())
+        if result["errors"]:
+            print(f"{output}: {result['errors']} errors", file=sys.stderr)
+            return 1
+        runs.append((result["requests"], ticks / CLOCK_TICKS * 1e6 / result["requests"]))
+    (a, a_us), (b, b_us) = runs
+    print(f"{b_us / a_us:.4f} A {a} requests {a_us:.2f} µs each, B {b} requests {b_us:.2f} µs each")
+    return 0
+
+
 SAMPLE = re.compile(r'^(\w+)\{(.*)\} (\S+)$')
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
@@ -458,6 +474,11 @@ def main():
     done = commands.add_parser("completed")
     done.add_argument("--tool", choices=["wrk", "h2load"], required=True)
     done.add_argument("--output", required=True)
+    pair = commands.add_parser("paired")
+    pair.add_argument("--a", required=True, help="wrk's output for A")
+    pair.add_argument("--b", required=True, help="wrk's output for B")
+    pair.add_argument("--a-ticks", type=int, required=True)
+    pair.add_argument("--b-ticks", type=int, required=True)
     check = commands.add_parser("metrics-check")
     check.add_argument("--metrics", required=True, help="dockhand's /metrics text")
     check.add_argument("--ledger", required=True)
@@ -473,6 +494,8 @@ def main():
         record(args)
     elif args.command == "completed":
         print_completed(args)
+    elif args.command == "paired":
+        return paired(args)
     elif args.command == "metrics-check":
         return metrics_check(args)
     else:
