@@ -16,7 +16,6 @@
 //! §9.2.2 forbids a proxy to retry the others). Once any byte of an answer
 //! came back, the upstream had the request: it is never sent again.
 
-use std::borrow::Cow;
 use std::future::Future;
 use std::io::{self, IoSlice};
 use std::net::SocketAddr;
@@ -33,6 +32,7 @@ use super::connection::UpstreamConnection;
 use super::dial::Connector;
 use super::error::{BoxError as Cause, ExchangeError};
 use super::http1_body::{Http1Body, RestOfBody, Source};
+use super::set_fields::SetFieldsRef;
 use super::thread_pool::check_out;
 use crate::http1::buffers::{self, LentBuffer};
 use crate::http1::head_writer::{self, KeptHead};
@@ -54,11 +54,6 @@ enum RequestEncoding {
     Chunked,
 }
 
-/// A field set in place of a request's fields of its name; `None` removes
-/// them. A value the connection or the request holds already (the client's
-/// address, its Host) is borrowed: no count of its bytes is taken per request.
-pub type SetField<'a> = (&'static HeaderName, Option<Cow<'a, HeaderValue>>);
-
 /// A request head as its handler keeps it for every try, borrowed for one
 /// exchange: written out from here (again, if it is sent again), so that
 /// no try copies it. What is set replaces the request's fields of the
@@ -70,7 +65,7 @@ pub struct Outgoing<'a> {
     pub target: &'a str,
     pub headers: &'a HeaderMap,
     /// Set by dockhand (who the client is, the Host).
-    pub set: &'a [SetField<'a>],
+    pub set: SetFieldsRef<'a>,
     /// Set by the endpoint (its `headers.add`).
     pub added: &'a [(HeaderName, HeaderValue)],
 }
@@ -81,8 +76,8 @@ impl Outgoing<'_> {
         if let Some((_, value)) = self.added.iter().find(|(added, _)| added == name) {
             return Some(value);
         }
-        match self.set.iter().find(|(set, _)| *set == name) {
-            Some((_, value)) => value.as_deref(),
+        match self.set.get(name) {
+            Some(value) => value,
             None => self.headers.get(name),
         }
     }
@@ -92,7 +87,7 @@ impl Outgoing<'_> {
     }
 
     fn is_set(&self, name: &HeaderName) -> bool {
-        self.set.iter().any(|(set, _)| *set == name)
+        self.set.is_set(name)
     }
 }
 
@@ -293,8 +288,8 @@ async fn write_head(
                     head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
                 }
             }
-            for (name, value) in request.set {
-                if let Some(value) = value.as_deref().filter(|_| !request.is_added(name)) {
+            for (name, value) in request.set.iter() {
+                if let Some(value) = value.filter(|_| !request.is_added(name)) {
                     head_writer::field(&mut head, name.as_str().as_bytes(), value.as_bytes());
                 }
             }

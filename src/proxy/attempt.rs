@@ -17,7 +17,7 @@ use super::error::{ErrorKind, ProxyError};
 use super::framing;
 use super::request_body::{keep_small, BodyClaim, KeptBody, SmallBody, UpstreamBody};
 use super::rewrite::rewrite_path;
-use super::set_fields::SetFields;
+use crate::connect::SetFields;
 use super::upgrade;
 use crate::config::Retry;
 use crate::connect::{authority_is_address, Outgoing, TryHead};
@@ -105,13 +105,13 @@ impl TryHead for Head<'_> {
             method: &self.method,
             target: self.path.as_str(),
             headers: &self.headers,
-            set: self.set.as_slice(),
+            set: self.set.as_ref(),
             added,
         }
     }
 
     fn request_to<B: http_body::Body>(&self, endpoint: &Endpoint, body: B) -> Request<B> {
-        let more = self.set.as_slice().len() + endpoint.config.headers_add.len();
+        let more = self.set.len() + endpoint.config.headers_add.len();
         let mut headers = header_maps::copy_of(&self.headers, more);
         self.set.apply(&mut headers);
         for (name, value) in &endpoint.config.headers_add {

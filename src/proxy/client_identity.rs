@@ -17,7 +17,7 @@ use bytes::{BufMut, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use ipnet::IpNet;
 
-use super::set_fields::SetFields;
+use crate::connect::SetFields;
 use crate::http1::arena;
 use crate::http1::fields::is_tchar;
 
@@ -46,9 +46,16 @@ pub enum Scheme {
 impl Scheme {
     /// As `X-Forwarded-Proto` and `Forwarded: proto=` write it.
     pub fn as_str(self) -> &'static str {
+        self.value().to_str().expect("a scheme is ASCII")
+    }
+
+    /// `as_str` as a header value, kept for every request to borrow.
+    fn value(self) -> &'static HeaderValue {
+        static HTTP: HeaderValue = HeaderValue::from_static("http");
+        static HTTPS: HeaderValue = HeaderValue::from_static("https");
         match self {
-            Scheme::Http => "http",
-            Scheme::Https => "https",
+            Scheme::Http => &HTTP,
+            Scheme::Https => &HTTPS,
         }
     }
 }
@@ -140,20 +147,18 @@ fn forwarded_node(ip: IpAddr) -> String {
 }
 
 /// Sets (in `set`) the headers that claim who the client is, for a request
-/// that came over `proto` from `peer` and asked for `host`, and removes the
-/// client's `x-dockhand-*` ones from `headers`. `proto` is a token
-/// (`http`, `https`).
+/// that came from `peer` (over its scheme) and asked for `host`, and
+/// removes the client's `x-dockhand-*` ones from `headers`.
 pub fn set_client_identity<'a>(
     headers: &mut HeaderMap,
     set: &mut SetFields<'a>,
     peer: &'a PeerInfo,
     host: Option<&'a HeaderValue>,
-    proto: &'static str,
 ) {
     remove_own_namespace(headers);
     let this_hop = ForwardedElement {
         node: &peer.forwarded_node,
-        proto,
+        scheme: peer.scheme,
         host: host.map(|host| (host, is_token(host.as_bytes()))),
     };
     if peer.is_trusted() {
@@ -169,8 +174,7 @@ fn replace_claims<'a>(set: &mut SetFields<'a>, peer: &'a PeerInfo, this_hop: For
     set.set(&header::FORWARDED, forwarded.map(Cow::Owned));
     set.set_borrowed(&X_FORWARDED_FOR, Some(&peer.ip_value));
     set.set_borrowed(&X_REAL_IP, Some(&peer.ip_value));
-    let proto = HeaderValue::from_static(this_hop.proto);
-    set.set(&X_FORWARDED_PROTO, Some(Cow::Owned(proto)));
+    set.set_borrowed(&X_FORWARDED_PROTO, Some(peer.scheme.value()));
     set.set_borrowed(&X_FORWARDED_HOST, this_hop.host.map(|(host, _)| host));
     set.set_borrowed(&X_FORWARDED_PORT, peer.local_port.as_ref());
     // dockhand says neither (a `rewrite.strip_prefix` is not announced), so a
@@ -202,8 +206,10 @@ fn extend_claims<'a>(
         }
     };
     unless_said(&X_REAL_IP, Some(Cow::Borrowed(&peer.ip_value)));
-    let proto = HeaderValue::from_static(this_hop.proto);
-    unless_said(&X_FORWARDED_PROTO, Some(Cow::Owned(proto)));
+    unless_said(
+        &X_FORWARDED_PROTO,
+        Some(Cow::Borrowed(peer.scheme.value())),
+    );
     unless_said(
         &X_FORWARDED_HOST,
         this_hop.host.map(|(host, _)| Cow::Borrowed(host)),
@@ -234,7 +240,7 @@ fn remove_own_namespace(headers: &mut HeaderMap) {
 /// One RFC 7239 element about this hop: `for=NODE;proto=PROTO;host=HOST`.
 struct ForwardedElement<'a> {
     node: &'a str,
-    proto: &'static str,
+    scheme: Scheme,
     /// The host, and whether it is a token (written as it is, else quoted):
     /// told once, for both the length and the writing.
     host: Option<(&'a HeaderValue, bool)>,
@@ -250,14 +256,14 @@ impl ForwardedElement<'_> {
         let host = self.host.map_or(0, |(host, token)| {
             Self::HOST.len() + parameter_len(host.as_bytes(), token)
         });
-        Self::FOR.len() + self.node.len() + Self::PROTO.len() + self.proto.len() + host
+        Self::FOR.len() + self.node.len() + Self::PROTO.len() + self.scheme.as_str().len() + host
     }
 
     fn write(&self, out: &mut BytesMut) {
         out.extend_from_slice(Self::FOR);
         out.extend_from_slice(self.node.as_bytes());
         out.extend_from_slice(Self::PROTO);
-        out.extend_from_slice(self.proto.as_bytes());
+        out.extend_from_slice(self.scheme.as_str().as_bytes());
         if let Some((host, token)) = self.host {
             out.extend_from_slice(Self::HOST);
             write_parameter(host.as_bytes(), token, out);
@@ -354,10 +360,9 @@ mod tests {
         headers: &mut HeaderMap,
         peer: &PeerInfo,
         host: Option<&HeaderValue>,
-        proto: &'static str,
     ) {
         let mut set = SetFields::default();
-        super::set_client_identity(headers, &mut set, peer, host, proto);
+        super::set_client_identity(headers, &mut set, peer, host);
         set.apply(headers);
     }
 
@@ -377,7 +382,7 @@ mod tests {
     fn forwarded_for(address: &str, host: &str) -> String {
         let mut map = HeaderMap::new();
         let host = HeaderValue::from_str(host).unwrap();
-        set_client_identity(&mut map, &peer(address, false), Some(&host), "http");
+        set_client_identity(&mut map, &peer(address, false), Some(&host));
         map["forwarded"].to_str().unwrap().to_owned()
     }
 
@@ -451,7 +456,7 @@ mod tests {
     #[test]
     fn an_element_without_host_has_no_host_parameter() {
         let mut map = HeaderMap::new();
-        set_client_identity(&mut map, &peer("192.0.2.7:5000", false), None, "http");
+        set_client_identity(&mut map, &peer("192.0.2.7:5000", false), None);
         assert_eq!(map["forwarded"], "for=192.0.2.7;proto=http");
         assert!(map.get("x-forwarded-host").is_none());
     }
@@ -474,9 +479,7 @@ mod tests {
         set_client_identity(
             &mut map,
             &peer("192.0.2.7:5000", false),
-            Some(&host),
-            "http",
-        );
+            Some(&host));
         let single = |name: &str| {
             let values: Vec<_> = map.get_all(name).iter().collect();
             assert_eq!(values.len(), 1, "{name}: {values:?}");
@@ -510,7 +513,7 @@ mod tests {
             ("x-client-ip", "203.0.113.1"),
         ]);
         let host = HeaderValue::from_static("a.example");
-        set_client_identity(&mut map, &peer("192.0.2.7:5000", true), Some(&host), "http");
+        set_client_identity(&mut map, &peer("192.0.2.7:5000", true), Some(&host));
         assert_eq!(
             map["forwarded"],
             "for=203.0.113.1;proto=https, for=203.0.113.2, for=192.0.2.7;proto=http;host=a.example"
@@ -536,9 +539,7 @@ mod tests {
         set_client_identity(
             &mut map,
             &peer("[2001:db8::1]:5000", true),
-            Some(&host),
-            "http",
-        );
+            Some(&host));
         assert_eq!(
             map["forwarded"],
             "for=\"[2001:db8::1]\";proto=http;host=a.example"
@@ -559,7 +560,7 @@ mod tests {
                 ("x-dockhand-user", "root"),
                 ("x-dockhandy", "kept"),
             ]);
-            set_client_identity(&mut map, &peer("192.0.2.7:5000", trusted), None, "http");
+            set_client_identity(&mut map, &peer("192.0.2.7:5000", trusted), None);
             let own: Vec<_> = map
                 .keys()
                 .filter(|name| name.as_str().starts_with("x-dockhand-"))

@@ -31,7 +31,7 @@ use super::host;
 use super::local_answer;
 use super::request_body::UpstreamBody;
 use super::send_timeout::ClientCut;
-use super::set_fields::SetFields;
+use crate::connect::SetFields;
 use super::to_https;
 use super::upgrade;
 use crate::connect::{ConnectError, ExchangeError, SendError, UpstreamClient, UpstreamResponse};
@@ -681,7 +681,7 @@ fn prepare_head<'a>(
         upgrade::set_upgrade(headers, protocols);
     }
     let set = &mut head.set;
-    set_client_identity(headers, set, peer, Some(host), peer.scheme.as_str());
+    set_client_identity(headers, set, peer, Some(host));
     // The upstream sees the client's Host, never the address it was sent to
     // (unless the upstream's `headers.add` sets one).
     set.set_borrowed(&header::HOST, Some(host));

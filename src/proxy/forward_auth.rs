@@ -22,7 +22,7 @@ use super::client_identity::{set_client_identity, PeerInfo};
 use super::error::{ErrorKind, ProxyError};
 use super::headers;
 use super::request_body::UpstreamBody;
-use super::set_fields::SetFields;
+use crate::connect::SetFields;
 use crate::config::middleware::ForwardAuth;
 use crate::connect::UpstreamClient;
 use crate::middleware::RequestFacts;
@@ -110,8 +110,7 @@ fn auth_request_headers(
         sent.remove(name);
     }
     let mut identity = SetFields::default();
-    let scheme = peer.scheme.as_str();
-    set_client_identity(&mut sent, &mut identity, peer, Some(asking.host), scheme);
+    set_client_identity(&mut sent, &mut identity, peer, Some(asking.host));
     identity.apply(&mut sent);
     let keep_claims = auth.settings.trust_forward_header && peer.is_trusted();
     let uri = asking

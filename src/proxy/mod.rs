@@ -30,7 +30,6 @@ mod response_body;
 pub mod rewrite;
 mod send_timeout;
 mod server;
-mod set_fields;
 mod stall;
 mod tls_handshake;
 mod to_https;

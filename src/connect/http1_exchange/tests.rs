@@ -2,6 +2,7 @@
 //! bytes, so what dockhand writes, and how it reads what comes back, are
 //! seen exactly (RFC 9112).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,6 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
+use crate::connect::SetFields;
 use crate::connect::dial::{Dialing, PoolKey};
 use crate::connect::srv::SrvResolvers;
 use crate::resolve::Unconfigured;
@@ -158,7 +160,7 @@ where
     B: Body<Data = Bytes> + Unpin + Send + Sync + 'static,
     B::Error: Into<Cause> + Send,
 {
-    exchange_with(connector, address, request, &[], &[]).await
+    exchange_with(connector, address, request, &SetFields::default(), &[]).await
 }
 
 /// The same with fields `set` by dockhand and `added` by the endpoint.
@@ -166,7 +168,7 @@ async fn exchange_with<B>(
     connector: Connector,
     address: SocketAddr,
     request: Request<B>,
-    set: &[SetField<'_>],
+    set: &SetFields<'_>,
     added: &[(HeaderName, HeaderValue)],
 ) -> Result<Response<Http1Body>, ExchangeError>
 where
@@ -178,7 +180,7 @@ where
         method: &parts.method,
         target: parts.uri.path_and_query().map_or("/", |path| path.as_str()),
         headers: &parts.headers,
-        set,
+        set: set.as_ref(),
         added,
     };
     exchange(connector, address, head, body).await
@@ -217,14 +219,13 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 async fn set_fields_and_then_the_endpoint_s_replace_the_request_s_and_the_framing_is_said_once() {
     let upstream = Upstream::start(|_, _| Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
     let forwarded_for = HeaderValue::from_static("192.0.2.7");
-    let set = [
-        (
-            &header::HOST,
-            Some(Cow::Owned(HeaderValue::from_static("set.test"))),
-        ),
-        (&X_REAL_IP, None),
-        (&X_FORWARDED_FOR, Some(Cow::Borrowed(&forwarded_for))),
-    ];
+    let mut set = SetFields::default();
+    set.set(
+        &header::HOST,
+        Some(Cow::Owned(HeaderValue::from_static("set.test"))),
+    );
+    set.set(&X_REAL_IP, None);
+    set.set_borrowed(&X_FORWARDED_FOR, Some(&forwarded_for));
     let added = [
         (header::HOST, HeaderValue::from_static("inside.test")),
         (
@@ -255,7 +256,7 @@ async fn set_fields_and_then_the_endpoint_s_replace_the_request_s_and_the_framin
         .unwrap();
     let mut unsaid = with_body("0", b"abcd");
     unsaid.headers_mut().remove("content-length");
-    exchange_with(connector(), address, unsaid, &[], &[])
+    exchange_with(connector(), address, unsaid, &SetFields::default(), &[])
         .await
         .unwrap();
     assert_eq!(
