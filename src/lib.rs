@@ -48,6 +48,8 @@
 //! - `tls`: HTTPS termination: certificates by SNI (from files and ACME),
 //!   the rustls configuration, ACME's challenge answers.
 //! - `limits`: the process's open-file limit, raised at start.
+//! - `file_stamp`: what `stat` says of a file, to tell a change at a poll
+//!   without reading it (the routes file, the certificates directory).
 //! - `workers`: the `--workers` threads, each accepting and serving client
 //!   connections on listeners and upstream pools of its own.
 
@@ -55,6 +57,7 @@ pub mod admin;
 pub mod config;
 pub mod connect;
 mod error;
+mod file_stamp;
 pub mod http1;
 mod kept_box;
 pub mod labels;

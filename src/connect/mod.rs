@@ -26,6 +26,6 @@ pub use dial::{connect_tcp, Connector};
 pub use error::{ConnectError, ExchangeError};
 pub use http1_body::{Http1Body, Http1BodyError};
 pub use http1_exchange::Outgoing;
-pub use set_fields::{SetFields, SetFieldsRef};
 pub use pool::{authority_is_address, Http1Engine, TryHead, UpstreamClient};
+pub use set_fields::{SetFields, SetFieldsRef};
 pub use upstream_body::{SendError, UpstreamIncoming, UpstreamResponse};

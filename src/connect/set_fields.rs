@@ -190,7 +190,10 @@ mod tests {
             ]
         );
         let set = set.as_ref();
-        assert_eq!(set.get(&ACCEPT), Some(Some(&HeaderValue::from_static("*/*"))));
+        assert_eq!(
+            set.get(&ACCEPT),
+            Some(Some(&HeaderValue::from_static("*/*")))
+        );
         assert_eq!(set.get(&USER_AGENT), Some(None));
         assert_eq!(set.get(&HeaderName::from_static("x-unset")), None);
         assert!(set.is_set(&HOST) && !set.is_set(&HeaderName::from_static("x-unset")));

@@ -2,14 +2,15 @@
 //! start), then re-reads it on SIGHUP and when its contents change (polled).
 //! A change that fails to load keeps the hosts being served and is published
 //! as a diagnostic until a good version replaces it. The file is read off the
-//! runtime's worker thread. DNS servers the file names are looked up at each
+//! runtime's worker thread, and at a poll only when its stamp
+//! (`crate::file_stamp`) says it may have changed. DNS servers the file names are looked up at each
 //! load (`dns_servers`); one that does not resolve, at start as later, is a
 //! diagnostic and empties only the locations that ask it (DNS may be briefly
 //! down), and it is looked up again at the polls until it resolves.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::time::Instant;
@@ -20,6 +21,7 @@ use crate::config::{
     dns_server_names, parse_routes_file, users_file_key, ConfigErrors, Desired, DesiredHosts,
     Diagnostic, Findings, HostConfig, LocationConfig, Origin, ProviderId, Severity,
 };
+use crate::file_stamp::FileStamp;
 use crate::resolve::Dns;
 use crate::routes::Router;
 
@@ -48,6 +50,9 @@ pub struct FileProvider {
     dns: Arc<dyn Dns>,
     /// The contents last looked at, good or bad, so each version is read once.
     last_seen: String,
+    /// The file's stamp when `last_seen` was read, if it can be trusted to
+    /// tell a change: while the file keeps it, a poll does not read the file.
+    last_seen_stamp: Option<FileStamp>,
     /// The last version that loaded, DNS server names as written: served
     /// while a bad one is diagnosed.
     last_good: DesiredHosts,
@@ -65,13 +70,15 @@ impl FileProvider {
         router: Arc<Router>,
         dns: Arc<dyn Dns>,
     ) -> Result<FileProvider, RoutesFileError> {
-        let text = read(&path).await?;
+        let (stamp, text) = stamped_read(&path).await;
+        let text = text?;
         let hosts = parse(&path, &text)?;
         let mut provider = FileProvider {
             path,
             router,
             dns,
             last_seen: text,
+            last_seen_stamp: stamp,
             last_good: hosts,
             load_problems: Vec::new(),
             dns_server_retry: None,
@@ -128,7 +135,15 @@ impl FileProvider {
     /// The version to load now, if there is one to load: `None` when the
     /// contents did not change (or failed to read again) and nothing forces it.
     async fn read_change(&mut self, forced: bool) -> Option<Result<DesiredHosts, RoutesFileError>> {
-        match read(&self.path).await {
+        if !forced
+            && self.last_seen_stamp.is_some()
+            && FileStamp::of(&self.path).await == self.last_seen_stamp
+        {
+            return None;
+        }
+        let (stamp, text) = stamped_read(&self.path).await;
+        self.last_seen_stamp = stamp;
+        match text {
             Ok(text) if text == self.last_seen && !forced => None,
             Ok(text) => {
                 let loaded = parse(&self.path, &text);
@@ -217,6 +232,18 @@ fn diagnose(path: &Path, error: &RoutesFileError, consequence: &str) -> Vec<Diag
         }
     }
     diagnostics
+}
+
+/// The file's contents, and its stamp if it can be trusted to tell that
+/// they changed (taken before they were read: a write after it changes it).
+async fn stamped_read(path: &Path) -> (Option<FileStamp>, Result<String, RoutesFileError>) {
+    let now = SystemTime::now();
+    let stamp = FileStamp::of(path).await;
+    let text = read(path).await;
+    let settled = stamp
+        .filter(|_| text.is_ok())
+        .and_then(|stamp| stamp.if_settled(now));
+    (settled, text)
 }
 
 async fn read(path: &Path) -> Result<String, RoutesFileError> {
@@ -351,5 +378,44 @@ mod tests {
             diagnostics[0].contains("the last good version is served"),
             "{diagnostics:?}"
         );
+    }
+
+    /// Started on a file last changed long enough before that its stamp is
+    /// trusted.
+    async fn start_settled() -> Loaded {
+        let loaded = start().await;
+        std::thread::sleep(Duration::from_millis(1100));
+        let mut loaded = loaded;
+        loaded.provider.check(true).await;
+        assert!(loaded.provider.last_seen_stamp.is_some(), "settled");
+        loaded
+    }
+
+    #[tokio::test]
+    async fn a_poll_does_not_read_a_file_whose_stamp_did_not_change() {
+        let mut loaded = start_settled().await;
+        // Were the file read, these contents would differ from it.
+        loaded.provider.last_seen = String::from("other contents");
+        assert!(loaded.provider.read_change(false).await.is_none());
+        assert!(
+            loaded.provider.read_change(true).await.is_some(),
+            "SIGHUP reads it"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_edit_that_keeps_the_length_and_the_modification_time_is_loaded() {
+        let mut loaded = start_settled().await;
+        let path = loaded.provider.path.clone();
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        let edited = ROUTES.replace("/plain", "/plaim");
+        let mut file = std::fs::File::options().write(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, edited.as_bytes()).unwrap();
+        file.set_modified(modified).unwrap();
+        drop(file);
+        loaded.provider.check(false).await;
+        let table = loaded.router.current();
+        let location = table.find("a.com", "/plaim").unwrap();
+        assert_eq!(location.prefix.as_ref(), "/plaim");
     }
 }

@@ -206,10 +206,7 @@ fn extend_claims<'a>(
         }
     };
     unless_said(&X_REAL_IP, Some(Cow::Borrowed(&peer.ip_value)));
-    unless_said(
-        &X_FORWARDED_PROTO,
-        Some(Cow::Borrowed(peer.scheme.value())),
-    );
+    unless_said(&X_FORWARDED_PROTO, Some(Cow::Borrowed(peer.scheme.value())));
     unless_said(
         &X_FORWARDED_HOST,
         this_hop.host.map(|(host, _)| Cow::Borrowed(host)),
@@ -356,11 +353,7 @@ mod tests {
     use crate::proxy::headers::header_map;
 
     /// `headers` as the upstream gets them: with the identity set.
-    fn set_client_identity(
-        headers: &mut HeaderMap,
-        peer: &PeerInfo,
-        host: Option<&HeaderValue>,
-    ) {
+    fn set_client_identity(headers: &mut HeaderMap, peer: &PeerInfo, host: Option<&HeaderValue>) {
         let mut set = SetFields::default();
         super::set_client_identity(headers, &mut set, peer, host);
         set.apply(headers);
@@ -476,10 +469,7 @@ mod tests {
             ("x-kept", "yes"),
         ]);
         let host = HeaderValue::from_static("a.example");
-        set_client_identity(
-            &mut map,
-            &peer("192.0.2.7:5000", false),
-            Some(&host));
+        set_client_identity(&mut map, &peer("192.0.2.7:5000", false), Some(&host));
         let single = |name: &str| {
             let values: Vec<_> = map.get_all(name).iter().collect();
             assert_eq!(values.len(), 1, "{name}: {values:?}");
@@ -536,10 +526,7 @@ mod tests {
     fn a_trusted_peer_that_says_nothing_gets_this_hop_only() {
         let mut map = HeaderMap::new();
         let host = HeaderValue::from_static("a.example");
-        set_client_identity(
-            &mut map,
-            &peer("[2001:db8::1]:5000", true),
-            Some(&host));
+        set_client_identity(&mut map, &peer("[2001:db8::1]:5000", true), Some(&host));
         assert_eq!(
             map["forwarded"],
             "for=\"[2001:db8::1]\";proto=http;host=a.example"

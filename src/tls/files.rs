@@ -17,12 +17,11 @@ pub use watch::{CertsDir, FileCertificates};
 
 use std::collections::BTreeMap;
 use std::io;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::certificate::{Certificate, CertificateError};
+use crate::file_stamp::FileStamp;
 
 /// One pair found in the directory: where its certificate is, and what
 /// loading it gave.
@@ -71,19 +70,12 @@ pub fn load_dir(dir: &Path) -> io::Result<Vec<LoadedPair>> {
     Ok(pairs)
 }
 
-/// What the directory's files look like: each file's size, modification
-/// time and inode, so a file replaced by a rename is a change even when
-/// its size and time match the old one. Symbolic links are followed
+/// What the directory's files look like: each file's `FileStamp` (its
+/// size, times and inode), so a file replaced by a rename is a change even
+/// when its size and time match the old one. Symbolic links are followed
 /// (certbot's `live/` links into `archive/`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DirStamp(BTreeMap<PathBuf, FileStamp>);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct FileStamp {
-    len: u64,
-    modified: Option<SystemTime>,
-    inode: u64,
-}
 
 /// The stamp of every file in `dir` and in its subdirectories one level
 /// down (where certbot's pairs are). Reads metadata: call it off the
@@ -106,12 +98,7 @@ pub fn stamp_dir(dir: &Path) -> io::Result<DirStamp> {
 
 fn stamp_file(path: PathBuf, stamps: &mut BTreeMap<PathBuf, FileStamp>) {
     if let Ok(metadata) = std::fs::metadata(&path) {
-        let stamp = FileStamp {
-            len: metadata.len(),
-            modified: metadata.modified().ok(),
-            inode: metadata.ino(),
-        };
-        stamps.insert(path, stamp);
+        stamps.insert(path, FileStamp::from_metadata(&metadata));
     }
 }
 

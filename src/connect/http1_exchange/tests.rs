@@ -16,9 +16,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use super::*;
-use crate::connect::SetFields;
 use crate::connect::dial::{Dialing, PoolKey};
 use crate::connect::srv::SrvResolvers;
+use crate::connect::SetFields;
 use crate::resolve::Unconfigured;
 use crate::upstream::{EndpointRegistry, Transport};
 
