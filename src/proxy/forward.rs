@@ -39,7 +39,7 @@ use crate::kept_box::KeptBox;
 use crate::metrics::{LocationCounters, Metrics};
 use crate::middleware::{self, Asked, LocationMiddlewares, Refusal, RequestFacts, Verdict};
 use crate::resolve::ResolveHints;
-use crate::routes::{ForwardAuthRoute, Location, RouteMiss, RouteTable, Router, MAX_HOST_LEN};
+use crate::routes::{ForwardAuthRoute, Location, RouteMiss, RouteTable, Router};
 use crate::tls::TlsState;
 use crate::upstream::Endpoint;
 
@@ -162,11 +162,10 @@ fn handle_inner<'a>(
         if header_bytes(&request) > MAX_HEADER_BYTES {
             return Err(ErrorKind::HeadersTooLarge.into());
         }
-        let mut buffer = [0; MAX_HOST_LEN];
         let client_uri = record.uri.clone();
         let asked_upgrade = upgrade::asked(request.headers());
         let wanted = Wanted {
-            host: host::match_key(&host, &mut buffer)?,
+            host: &host::match_key(&host)?,
             uri: &client_uri,
             upgrade: asked_upgrade.as_ref(),
             // From the request's start, read once for the record.

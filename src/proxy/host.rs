@@ -7,11 +7,13 @@
 //! refused before anything is routed, so an upstream never sees a host other
 //! than the one dockhand routed by.
 
+use std::borrow::Cow;
+
 use http::header::{self, HeaderValue};
 use http::{Request, Version};
 
 use super::error::{ErrorKind, ProxyError};
-use crate::routes::{normalize_host, MAX_HOST_LEN};
+use crate::routes::normalize_host;
 
 /// The host the client names, for the access log: the request line's (or
 /// `:authority`'s) authority, else the first `Host`. `requested` may still
@@ -45,14 +47,12 @@ pub fn requested<B>(request: &Request<B>) -> Result<HeaderValue, ProxyError> {
         )),
         (Some(authority), Some(host)) if http1 => {
             // Ignored for routing (RFC 9112 §3.2.2), but still a request's Host.
-            match_key(host, &mut [0; MAX_HOST_LEN])?;
+            match_key(host)?;
             Ok(authority)
         }
         (Some(authority), None) => Ok(authority),
         (Some(authority), Some(host)) => {
-            let mut buffer = [0; MAX_HOST_LEN];
-            let mut host_buffer = [0; MAX_HOST_LEN];
-            if match_key(&authority, &mut buffer)? != match_key(host, &mut host_buffer)? {
+            if match_key(&authority)? != match_key(host)? {
                 return Err(ProxyError::new(
                     ErrorKind::BadHost,
                     HostsDiffer {
@@ -67,15 +67,12 @@ pub fn requested<B>(request: &Request<B>) -> Result<HeaderValue, ProxyError> {
 }
 
 /// The route-table key of a host (`Example.com:8080` → `example.com`),
-/// lower-cased into `buffer` when it must be; `bad_host` when it can't be a
+/// lower-cased in a copy when it must be; `bad_host` when it can't be a
 /// host name.
-pub fn match_key<'b>(
-    host: &'b HeaderValue,
-    buffer: &'b mut [u8; MAX_HOST_LEN],
-) -> Result<&'b str, ProxyError> {
+pub fn match_key(host: &HeaderValue) -> Result<Cow<'_, str>, ProxyError> {
     host.to_str()
         .ok()
-        .and_then(|raw| normalize_host(raw, buffer))
+        .and_then(normalize_host)
         .ok_or_else(|| ProxyError::new(ErrorKind::BadHost, NotAHostName(host.clone())))
 }
 
