@@ -74,7 +74,7 @@ EOF
         taskset -c 0 haproxy -db -f "$dir/haproxy.cfg" >"$dir/logs/out.log" 2>&1 &
     else
         taskset -c 0 "$what" --no-docker --routes "$WORK/routes.json" \
-            --http-listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$((port + 2))" \
+            --http-listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$((port + 1))" \
             --workers 1 --log-level warn >"$dir/logs/out.log" 2>&1 &
     fi
     PROXY=$!
