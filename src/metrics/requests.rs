@@ -89,12 +89,12 @@ impl LocationCounters {
         self.requests.get_or_create(&labels()).inc();
     }
 
-    /// Where the request body bytes read from clients are counted.
     /// The host pattern its requests count under.
     pub fn host(&self) -> &Arc<str> {
         &self.host
     }
 
+    /// Where the request body bytes read from clients are counted.
     pub fn bytes_in(&self) -> &Counter {
         &self.bytes_in
     }
