@@ -93,7 +93,7 @@ impl Outgoing<'_> {
 
 /// Sends the request to `address` and reads the response head.
 pub fn exchange<'a, B>(
-    connector: Connector,
+    connector: &'a Connector,
     address: SocketAddr,
     head: Outgoing<'a>,
     body: B,

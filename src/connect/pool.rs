@@ -155,7 +155,7 @@ where
     /// pointer, not every byte of it, and no allocation is made for it once
     /// the thread has served a request.
     pub fn send<'a, H: TryHead + Sync>(
-        &self,
+        &'a self,
         endpoint: &'a Endpoint,
         head: &'a H,
         body: B,
@@ -177,7 +177,7 @@ where
                 (Http1Engine::Own, Destination::Address(address))
                     if !outgoing.headers.contains_key(header::UPGRADE) =>
                 {
-                    let exchange = exchange(self.http1_connector.clone(), *address, outgoing, body);
+                    let exchange = exchange(&self.http1_connector, *address, outgoing, body);
                     return Either::Left(
                         KeptBox::pin(exchange)
                             .map_ok(|response| response.map(UpstreamIncoming::Http1))

@@ -6,12 +6,12 @@
 //! thread keeps any.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::connection::UpstreamConnection;
 use super::idle_pool::{IdleLimits, IdlePool};
-use crate::sync::lock;
+use crate::sync::SpinLock;
 
 /// How the pool keeps connections: as long as hyper's pool did, and as many
 /// per address as requests to it are in flight at once up to a bound on
@@ -33,8 +33,9 @@ thread_local! {
     /// Shared with the thread's sweeper only, which holds it: a task of a
     /// multi-thread runtime may be woken on another thread than the one
     /// that spawned it, and must still sweep this pool (the lock is never
-    /// contended but by a sweep, once a second).
-    static IDLE: Arc<Mutex<ThreadPool>> = Arc::new(Mutex::new(ThreadPool {
+    /// contended but by a sweep, once a second, and only then if the
+    /// sweeper runs on another thread).
+    static IDLE: Arc<SpinLock<ThreadPool>> = Arc::new(SpinLock::new(ThreadPool {
         idle: IdlePool::new(IDLE_LIMITS),
         sweeping: false,
     }));
@@ -49,7 +50,7 @@ struct ThreadPool {
 /// An idle connection to `address` kept by this thread, if any (the one
 /// kept last: the likeliest to be still open).
 pub(super) fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
-    IDLE.with(|pool| lock(pool).idle.check_out(&address, Instant::now()))
+    IDLE.with(|pool| pool.lock().idle.check_out(&address, Instant::now()))
 }
 
 /// Keeps `connection`, and starts the thread's sweeper if it is not running.
@@ -58,7 +59,7 @@ pub(super) fn check_out(address: SocketAddr) -> Option<UpstreamConnection> {
 /// idle worker has none.
 pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
     let start_sweeper = IDLE.with(|pool| {
-        let mut kept = lock(pool);
+        let mut kept = pool.lock();
         kept.idle.check_in(address, connection, Instant::now());
         (!std::mem::replace(&mut kept.sweeping, true)).then(|| pool.clone())
     });
@@ -67,11 +68,11 @@ pub(super) fn check_in(address: SocketAddr, connection: UpstreamConnection) {
     }
 }
 
-async fn sweep_while_kept(pool: Arc<Mutex<ThreadPool>>) {
+async fn sweep_while_kept(pool: Arc<SpinLock<ThreadPool>>) {
     loop {
         tokio::time::sleep(SWEEP_INTERVAL).await;
         let done = {
-            let mut pool = lock(&pool);
+            let mut pool = pool.lock();
             let done = pool.idle.sweep(Instant::now()) == 0;
             pool.sweeping = !done;
             done

@@ -183,7 +183,7 @@ where
         set: set.as_ref(),
         added,
     };
-    exchange(connector, address, head, body).await
+    exchange(&connector, address, head, body).await
 }
 
 async fn body_of(response: Response<Http1Body>) -> (Bytes, Option<HeaderMap>) {

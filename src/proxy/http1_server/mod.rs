@@ -42,7 +42,6 @@ use crate::http1::{
 };
 use crate::kept_box::KeptBox;
 use crate::metrics::{ClientProtocol, OpenConnection};
-use crate::sync::lock;
 
 /// The first bytes of an HTTP/2 connection with prior knowledge (RFC 9113 §3.4).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -169,7 +168,7 @@ pub async fn serve<S: ClientIo>(
                     }
                     () = &mut drained, if !drain => {
                         drain = true;
-                        if lock(&wire).buffered().is_empty() {
+                        if wire.lock().buffered().is_empty() {
                             break None;
                         }
                     }
@@ -217,7 +216,7 @@ pub async fn serve<S: ClientIo>(
                     close(&wire, false).await;
                     return Ended::Closed;
                 }
-                let Some((io, read)) = lock(&wire).hand_off() else {
+                let Some((io, read)) = wire.lock().hand_off() else {
                     return Ended::Closed;
                 };
                 return Ended::HandOff(Rewound::new(io, read));
@@ -232,7 +231,7 @@ pub async fn serve<S: ClientIo>(
                     trailers: false,
                 };
                 // Boxed, as the exchange: rare, and large.
-                let continued = lock(&wire).answer();
+                let continued = wire.lock().answer();
                 let written = response::write(&wire, refusal.response(), asked, continued);
                 let _ = Box::pin(written).await;
                 close(&wire, true).await;
@@ -246,7 +245,7 @@ pub async fn serve<S: ClientIo>(
                 return Ended::Closed;
             }
         };
-        let body_read = lock(&wire).body_read();
+        let body_read = wire.lock().body_read();
         if !kept || !body_read {
             close(&wire, !body_read).await;
             return Ended::Closed;
@@ -286,7 +285,7 @@ async fn exchange<S: ClientIo>(
     // No body of the request is left once the handler is done with it.
     let alone = Arc::strong_count(wire) == 1;
     let continued = {
-        let mut wire = lock(wire);
+        let mut wire = wire.lock();
         asked.persistent &= wire.settle(alone);
         wire.answer()
     };
@@ -303,7 +302,7 @@ async fn until_gone<S: ClientIo, T>(
     tokio::select! {
         biased;
         done = work => Ok(done),
-        () = std::future::poll_fn(|cx| lock(wire).poll_gone(cx)) => Err(std::io::Error::new(
+        () = std::future::poll_fn(|cx| wire.lock().poll_gone(cx)) => Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
             "the client closed the connection before its answer",
         )),
@@ -319,7 +318,7 @@ fn next<S: ClientIo>(
     number: u64,
     prior_knowledge: bool,
 ) -> Poll<Next> {
-    let mut wire = lock(shared);
+    let mut wire = shared.lock();
     loop {
         let buffered = wire.buffered();
         if !buffered.is_empty() {

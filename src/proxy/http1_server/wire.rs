@@ -7,7 +7,7 @@
 
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{ready, Context, Poll, Waker};
 
 use bytes::Bytes;
@@ -16,7 +16,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::http1::buffers::{self, HeadTooLarge, LentBuffer};
 use crate::http1::{arena, trailer_fields, BodyFraming, ChunkedError};
-use crate::sync::lock;
+use crate::sync::SpinLock;
 
 /// What a client connection may be: its socket, or the TLS stream over it.
 pub trait ClientIo: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
@@ -31,7 +31,7 @@ const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 /// to keep its connection for the next request.
 const SKIPPED_BYTES: usize = 64 * 1024;
 
-pub(super) type SharedWire<S> = Arc<Mutex<Wire<S>>>;
+pub(super) type SharedWire<S> = Arc<SpinLock<Wire<S>>>;
 
 pub(super) struct Wire<S> {
     /// `None` once the connection was handed to hyper's server.
@@ -78,7 +78,7 @@ impl<S: ClientIo> Wire<S> {
     }
 
     pub(super) fn shared(io: S) -> SharedWire<S> {
-        Arc::new(Mutex::new(Wire::new(io)))
+        Arc::new(SpinLock::new(Wire::new(io)))
     }
 
     /// The bytes read and not used yet.
@@ -303,7 +303,7 @@ pub(super) fn poll_io<S: ClientIo, T>(
     cx: &mut Context<'_>,
     operation: impl FnOnce(Pin<&mut S>, &mut Context<'_>) -> Poll<io::Result<T>>,
 ) -> Poll<io::Result<T>> {
-    match lock(wire).io() {
+    match wire.lock().io() {
         Ok(io) => operation(io, cx),
         Err(error) => Poll::Ready(Err(error)),
     }
@@ -346,13 +346,13 @@ impl<S: ClientIo> BodySource for Wire<S> {
 pub struct Http1RequestBody {
     /// `None` for a body known empty from the head: the connection is not
     /// looked at (nor shared, which would cost its count twice).
-    wire: Option<Arc<Mutex<dyn BodySource>>>,
+    wire: Option<Arc<SpinLock<dyn BodySource>>>,
     request: u64,
 }
 
 impl Http1RequestBody {
     pub(super) fn new<S: ClientIo>(wire: &SharedWire<S>, request: u64, empty: bool) -> Self {
-        let wire = (!empty).then(|| wire.clone() as Arc<Mutex<dyn BodySource>>);
+        let wire = (!empty).then(|| wire.clone() as Arc<SpinLock<dyn BodySource>>);
         Http1RequestBody { wire, request }
     }
 }
@@ -366,7 +366,7 @@ impl Body for Http1RequestBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, RequestBodyError>>> {
         match &self.wire {
-            Some(wire) => lock(wire).poll_body(self.request, cx),
+            Some(wire) => wire.lock().poll_body(self.request, cx),
             None => Poll::Ready(None),
         }
     }
@@ -374,14 +374,14 @@ impl Body for Http1RequestBody {
     fn is_end_stream(&self) -> bool {
         self.wire
             .as_ref()
-            .is_none_or(|wire| lock(wire).ended(self.request))
+            .is_none_or(|wire| wire.lock().ended(self.request))
     }
 
     fn size_hint(&self) -> SizeHint {
         let Some(wire) = &self.wire else {
             return SizeHint::with_exact(0);
         };
-        match lock(wire).left(self.request) {
+        match wire.lock().left(self.request) {
             Some(left) => SizeHint::with_exact(left),
             None => SizeHint::default(),
         }
