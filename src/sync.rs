@@ -27,8 +27,10 @@ pub fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 /// release an atomic exchange too, to learn whether a thread sleeps on it,
 /// and each such instruction waits for every store before it: a request
 /// takes these locks about ten times. A thread that finds a `SpinLock`
-/// taken yields until it is free, which suits only sections as short as a
-/// few reads and writes, never one that waits.
+/// taken yields until it is free, which suits only short sections that
+/// never wait: these hold it for a few reads and writes and at most a
+/// non-blocking socket call (a read or write on the wire, or the closing
+/// of idle connections in a sweep).
 pub struct SpinLock<T: ?Sized> {
     taken: AtomicBool,
     value: UnsafeCell<T>,
