@@ -1,5 +1,5 @@
 # What the scripts that load dockhand on loopback share (sourced, not run):
-# bench/instructions.sh, pgo/build.sh and bench/run.sh.
+# bench/instructions.sh, bench/paired.sh, pgo/build.sh and bench/run.sh.
 #
 #   scratch_dir            WORK: a temp dir, removed on exit with every pid
 #                          in PIDS stopped first
@@ -79,6 +79,37 @@ proxy_nginx_conf() {
         }
     }
 }
+CONF
+}
+
+# HAProxy as the proxy a benchmark compares dockhand with: one thread, kept
+# upstream connections (`http-reuse always`), room for MAXCONN connections,
+# in front of BACKEND (host:port); each further argument is a `bind` line.
+proxy_haproxy_conf() {
+    local backend=$1 maxconn=$2 bind
+    shift 2
+    cat <<CONF
+global
+    nbthread 1
+    maxconn $maxconn
+    # HAProxy sizes its descriptors for a server connection per client one;
+    # idle clients need far fewer, so a lower system limit is not fatal.
+    no strict-limits
+defaults
+    mode http
+    maxconn $maxconn
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+    http-reuse always
+frontend proxy
+CONF
+    for bind in "$@"; do echo "    bind $bind"; done
+    cat <<CONF
+    default_backend backend
+backend backend
+    server backend $backend
 CONF
 }
 

@@ -25,7 +25,7 @@
 # Environment: ROUNDS=6 DURATION=6 CONNECTIONS=250 BASE_PORT=24080 (it
 # uses BASE_PORT to BASE_PORT+4 on 127.0.0.1). Needs nginx and wrk, and
 # haproxy to compare with it. nginx and HAProxy are set up as bench/run.sh
-# sets them up (kept upstream connections; HAProxy's `http-reuse always`).
+# sets them up, from the same configurations (bench/loopback.sh).
 set -euo pipefail
 
 [[ $# == 2 ]] || {
@@ -54,22 +54,7 @@ start_proxy() {
         proxy_nginx_conf "$dir" "$port" "$base" >"$dir/nginx.conf"
         taskset -c 0 nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
     elif [[ $what == haproxy ]]; then
-        cat >"$dir/haproxy.cfg" <<EOF
-global
-    nbthread 1
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-    http-reuse always
-frontend paired
-    bind 127.0.0.1:$port
-    default_backend backend
-backend backend
-    server backend 127.0.0.1:$base
-EOF
+        proxy_haproxy_conf "127.0.0.1:$base" 8192 "127.0.0.1:$port" >"$dir/haproxy.cfg"
         # -db: in the foreground, one process, no master.
         taskset -c 0 haproxy -db -f "$dir/haproxy.cfg" >"$dir/logs/out.log" 2>&1 &
     else

@@ -409,29 +409,11 @@ start_nginx_w2() { start_nginx_instance nginx_w2 2 "$PROXY_CPU,$LOAD_CPU"; }
 start_haproxy() {
     local dir=$WORK/haproxy IDLE_CONNECTIONS_PLUS=$((IDLE_CONNECTIONS + 1000))
     mkdir -p "$dir"
-    cat >"$dir/haproxy.cfg" <<EOF
-global
-    nbthread 1
-    maxconn $IDLE_CONNECTIONS_PLUS
-    # HAProxy sizes its descriptors for a server connection per client one;
-    # idle clients need far fewer, so a lower system limit is not fatal.
-    no strict-limits
-defaults
-    mode http
-    maxconn $IDLE_CONNECTIONS_PLUS
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-    http-reuse always
-frontend bench
-    bind 127.0.0.1:${PORT_H1[haproxy]}
-    bind 127.0.0.1:${PORT_H2[haproxy]} proto h2
-    bind 127.0.0.1:${PORT_TLS[haproxy]} ssl crt $TLS_DIR/haproxy.pem ssl-min-ver TLSv1.2 alpn h2,http/1.1
-    default_backend backend
-backend backend
-    server backend ${BACKEND}
-EOF
+    proxy_haproxy_conf "$BACKEND" "$IDLE_CONNECTIONS_PLUS" \
+        "127.0.0.1:${PORT_H1[haproxy]}" \
+        "127.0.0.1:${PORT_H2[haproxy]} proto h2" \
+        "127.0.0.1:${PORT_TLS[haproxy]} ssl crt $TLS_DIR/haproxy.pem ssl-min-ver TLSv1.2 alpn h2,http/1.1" \
+        >"$dir/haproxy.cfg"
     # -db: in the foreground, one process, no master.
     spawn "$PROXY_CPU" "$WORK/haproxy.log" haproxy -db -f "$dir/haproxy.cfg"
     PID[haproxy]=$LAST_PID
