@@ -7,6 +7,7 @@
 //! a worker thread's idle upstream connections.
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -27,10 +28,13 @@ pub fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
 /// release an atomic exchange too, to learn whether a thread sleeps on it,
 /// and each such instruction waits for every store before it: a request
 /// takes these locks about ten times. A thread that finds a `SpinLock`
-/// taken yields until it is free, which suits only short sections that
-/// never wait: these hold it for a few reads and writes and at most a
-/// non-blocking socket call (a read or write on the wire, or the closing
-/// of idle connections in a sweep).
+/// taken yields until it is free, which suits only sections that never
+/// wait: these hold it for reads and writes of memory, the parsing of a
+/// head, and non-blocking socket calls (a read, the writes of a response's
+/// pieces until the socket takes no more, the closing of idle connections
+/// in a sweep). On a worker's own runtime one thread runs every task that
+/// takes a given lock, so none ever finds it taken; the yield is for tests
+/// and the caller's runtime.
 pub struct SpinLock<T: ?Sized> {
     taken: AtomicBool,
     value: UnsafeCell<T>,
@@ -60,14 +64,25 @@ impl<T: ?Sized> SpinLock<T> {
                 std::thread::yield_now();
             }
         }
-        SpinGuard { lock: self }
+        SpinGuard {
+            lock: self,
+            stays_on_its_thread: PhantomData,
+        }
     }
 }
 
-/// The value of a taken `SpinLock`, given back when dropped.
+/// The value of a taken `SpinLock`, given back when dropped. Not `Send`,
+/// as `MutexGuard` is not: a future that held one across an `.await` could
+/// not be spawned, where it would otherwise leave every other taker of the
+/// lock on its thread yielding for good.
 pub struct SpinGuard<'a, T: ?Sized> {
     lock: &'a SpinLock<T>,
+    stays_on_its_thread: PhantomData<*const ()>,
 }
+
+// Safety: a shared guard gives out only `&T`, so threads may share one
+// when they may share a `&T`.
+unsafe impl<T: ?Sized + Sync> Sync for SpinGuard<'_, T> {}
 
 impl<T: ?Sized> Deref for SpinGuard<'_, T> {
     type Target = T;
@@ -128,7 +143,11 @@ mod tests {
     #[test]
     fn a_guard_gives_the_lock_back_when_dropped() {
         let lock = SpinLock::new(Vec::new());
-        lock.lock().push(1);
+        let mut guard = lock.lock();
+        guard.push(1);
+        assert!(lock.taken.load(Ordering::Relaxed), "taken while guarded");
+        drop(guard);
+        assert!(!lock.taken.load(Ordering::Relaxed), "given back on drop");
         lock.lock().push(2);
         assert_eq!(*lock.lock(), [1, 2]);
     }

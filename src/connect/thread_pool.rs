@@ -30,8 +30,10 @@ const IDLE_LIMITS: IdleLimits = IdleLimits {
 const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 thread_local! {
-    /// Shared with the thread's sweeper only, which holds it: a task of a
-    /// multi-thread runtime may be woken on another thread than the one
+    /// Shared with the thread's sweeper only, which holds it: dockhand's
+    /// workers each run a current-thread runtime, where the sweeper stays
+    /// on this thread, but on a multi-thread runtime (tests, a caller of
+    /// the library) a task may be woken on another thread than the one
     /// that spawned it, and must still sweep this pool (the lock is never
     /// contended but by a sweep, once a second, and only then if the
     /// sweeper runs on another thread).
