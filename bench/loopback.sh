@@ -11,6 +11,11 @@
 #                          an nginx configuration for a proxy living in
 #                          DIR: one worker on 127.0.0.1:PORT, keeping
 #                          upstream connections to the backend
+#   proxy_haproxy_conf BACKEND MAXCONN BIND...
+#                          a HAProxy configuration for a proxy: one
+#                          thread, room for MAXCONN connections, a bind
+#                          line for each BIND, `http-reuse always` to
+#                          BACKEND (host:port)
 #   loopback_lua FILE      a wrk script that resolves every host to 127.0.0.1
 #   routes_json FILLER HOST BACKEND [REDIRECT]
 #                          a routes file: HOST after FILLER other hosts

@@ -54,7 +54,7 @@ start_proxy() {
         proxy_nginx_conf "$dir" "$port" "$base" >"$dir/nginx.conf"
         taskset -c 0 nginx -e "$dir/logs/error.log" -p "$dir" -c "$dir/nginx.conf" &
     elif [[ $what == haproxy ]]; then
-        proxy_haproxy_conf "127.0.0.1:$base" 8192 "127.0.0.1:$port" >"$dir/haproxy.cfg"
+        proxy_haproxy_conf "127.0.0.1:$base" "$((connections + 1000))" "127.0.0.1:$port" >"$dir/haproxy.cfg"
         # -db: in the foreground, one process, no master.
         taskset -c 0 haproxy -db -f "$dir/haproxy.cfg" >"$dir/logs/out.log" 2>&1 &
     else

@@ -592,10 +592,10 @@ async fn a_bodyless_post_is_not_sent_again_after_a_kept_connection_closed() {
 /// A connection kept by a thread that is not one of the runtime's workers
 /// (here the thread of `block_on`; on a multi-thread runtime, as a caller
 /// of the library may run, any worker whose sweeper is woken on another)
-/// is still swept: the sweeper
-/// must sweep the pool it was started for, not that of the thread it
-/// happens to run on, or a connection the upstream closed stays open (a
-/// file descriptor in CLOSE_WAIT) until a request to it comes again.
+/// is still swept: the sweeper must sweep the pool it was started for, not
+/// that of the thread it happens to run on, or a connection the upstream
+/// closed stays open (a file descriptor in CLOSE_WAIT) until a request to
+/// it comes again.
 #[test]
 fn a_kept_connection_is_swept_whichever_thread_the_sweeper_runs_on() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
