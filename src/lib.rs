@@ -69,6 +69,7 @@ pub mod proxy;
 pub mod resolve;
 pub mod routes;
 pub mod settings;
+mod socket_io;
 mod sync;
 pub mod tls;
 pub mod upstream;

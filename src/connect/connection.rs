@@ -22,6 +22,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::WaitForCancellationFutureOwned;
 
 use super::tls::TlsConnection;
+use crate::socket_io;
 use crate::upstream::Retirement as Signal;
 
 pub struct UpstreamConnection {
@@ -69,6 +70,19 @@ impl UpstreamConnection {
         UpstreamConnection { stream, retirement }
     }
 
+    /// Whether a plain TCP connection, not retired, has nothing to read,
+    /// asked without a waker (`socket_io::is_quiet`); `None` for the
+    /// others, which are asked by a read (TLS may hold bytes of its own).
+    pub fn is_quiet(&mut self) -> Option<bool> {
+        match (&self.stream, &self.retirement) {
+            (Stream::Tcp(tcp), Retirement::Never) => Some(socket_io::is_quiet(tcp)),
+            (Stream::Tcp(tcp), Retirement::Looked(signal)) => {
+                Some(!signal.is_raised() && socket_io::is_quiet(tcp))
+            }
+            _ => None,
+        }
+    }
+
     fn is_retired(&mut self, cx: &mut Context<'_>) -> bool {
         match &mut self.retirement {
             Retirement::Never => false,
@@ -99,7 +113,7 @@ impl AsyncRead for UpstreamConnection {
             return Poll::Ready(Ok(()));
         }
         match &mut this.stream {
-            Stream::Tcp(tcp) => Pin::new(tcp).poll_read(cx, buf),
+            Stream::Tcp(tcp) => socket_io::poll_read(tcp, cx, buf),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_read(cx, buf),
         }
     }
@@ -112,7 +126,7 @@ impl AsyncWrite for UpstreamConnection {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().stream {
-            Stream::Tcp(tcp) => Pin::new(tcp).poll_write(cx, buf),
+            Stream::Tcp(tcp) => socket_io::poll_write(tcp, cx, buf),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write(cx, buf),
         }
     }
@@ -123,7 +137,7 @@ impl AsyncWrite for UpstreamConnection {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().stream {
-            Stream::Tcp(tcp) => Pin::new(tcp).poll_write_vectored(cx, bufs),
+            Stream::Tcp(tcp) => socket_io::poll_write_vectored(tcp, cx, bufs),
             Stream::Tls(tls) => Pin::new(tls.as_mut()).poll_write_vectored(cx, bufs),
         }
     }

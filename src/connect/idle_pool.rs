@@ -31,7 +31,7 @@ pub trait Reusable {
 /// nothing) is not.
 impl Reusable for UpstreamConnection {
     fn is_reusable(&mut self) -> bool {
-        nothing_to_read(self)
+        self.is_quiet().unwrap_or_else(|| nothing_to_read(self))
     }
 }
 

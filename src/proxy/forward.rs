@@ -10,7 +10,7 @@ use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::client_body::ClientIncoming;
 use futures_util::FutureExt;
@@ -28,6 +28,7 @@ use super::framing;
 use super::head_wait::{HeadWait, Waited};
 use super::headers;
 use super::host;
+use super::kept_timer::KeptTimer;
 use super::local_answer;
 use super::request_body::UpstreamBody;
 use super::send_timeout::ClientCut;
@@ -80,7 +81,7 @@ pub fn handle(
     request: Request<ClientIncoming>,
 ) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'static {
     async move {
-        let head_timer = pin!(tokio::time::sleep(state.upstream_timeout));
+        let head_timer = pin!(KeptTimer::new(state.upstream_timeout));
         answer(&state, &peer, client_cut, request, head_timer).await
     }
 }
@@ -102,7 +103,7 @@ pub fn answer<'a>(
     peer: &'a PeerInfo,
     client_cut: Arc<ClientCut>,
     request: Request<ClientIncoming>,
-    head_timer: Pin<&'a mut Sleep>,
+    head_timer: Pin<&'a mut KeptTimer>,
 ) -> impl Future<Output = Result<Response<ProxyBody>, Infallible>> + Send + 'a {
     async move {
         let mut record = KeptBox::new(AccessRecord {
@@ -154,7 +155,7 @@ fn handle_inner<'a>(
     peer: &'a PeerInfo,
     mut request: Request<ClientIncoming>,
     record: &'a mut AccessRecord,
-    mut head_timer: Pin<&'a mut Sleep>,
+    mut head_timer: Pin<&'a mut KeptTimer>,
 ) -> impl Future<Output = Result<Response<ProxyBody>, ProxyError>> + Send + 'a {
     async move {
         framing::check_request_codings(request.headers())?;
@@ -632,7 +633,7 @@ fn send<'a, 'h: 'a>(
     head: &'a Head<'h>,
     body: UpstreamBody,
     sending: &'a Sending,
-    head_timer: Pin<&'a mut Sleep>,
+    head_timer: Pin<&'a mut KeptTimer>,
     sent_at: Instant,
 ) -> impl Future<Output = Result<UpstreamResponse, ProxyError>> + use<'a, 'h> {
     let sent = state.client.send(endpoint, head, body);

@@ -8,7 +8,9 @@
 //! for all of them (the own HTTP/1.1 server does). tokio's timer takes a
 //! lock to enter a timer in its wheel and another to take it out; a kept
 //! timer moved later, as each request's deadline is, stays entered and is
-//! only marked (one atomic write), so a request costs neither lock.
+//! only marked (one atomic write), so a request costs neither lock. It is
+//! a `KeptTimer`, so the waits of all those requests enter the task's waker
+//! in it once.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,7 +18,9 @@ use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use pin_project_lite::pin_project;
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
+
+use super::kept_timer::KeptTimer;
 
 /// How the wait ended.
 #[derive(Debug)]
@@ -36,7 +40,7 @@ pin_project! {
     pub struct HeadWait<'t, F, W> {
         #[pin]
         sent: F,
-        deadline: Pin<&'t mut Sleep>,
+        deadline: Pin<&'t mut KeptTimer>,
         limit: Duration,
         waits_on_client: W,
     }
@@ -48,7 +52,7 @@ impl<'t, F, W> HeadWait<'t, F, W> {
     /// set for before.
     pub fn new(
         sent: F,
-        mut timer: Pin<&'t mut Sleep>,
+        mut timer: Pin<&'t mut KeptTimer>,
         started: Instant,
         limit: Duration,
         waits_on_client: W,
@@ -96,7 +100,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_timer_lent_to_wait_after_wait_times_each_from_its_own_start() {
         // Set far off, then entered in tokio's wheel by a first wait.
-        let mut timer = pin!(sleep(LIMIT * 10));
+        let mut timer = pin!(KeptTimer::new(LIMIT * 10));
         let first = HeadWait::new(
             async { "first" },
             timer.as_mut(),
@@ -150,7 +154,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_head_within_the_limit_is_the_answer() {
-        let mut timer = pin!(sleep(LIMIT));
+        let mut timer = pin!(KeptTimer::new(LIMIT));
         let sent = async {
             tokio::time::sleep(LIMIT / 2).await;
             "head"
@@ -161,7 +165,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn no_head_within_the_limit_times_out() {
-        let mut timer = pin!(sleep(LIMIT));
+        let mut timer = pin!(KeptTimer::new(LIMIT));
         let started = Instant::now();
         let waited = HeadWait::new(
             pending::<()>(),
@@ -177,7 +181,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_limit_starts_again_while_the_upstream_waits_on_the_client() {
-        let mut timer = pin!(sleep(LIMIT));
+        let mut timer = pin!(KeptTimer::new(LIMIT));
         // Waiting on the client for the first two limits, then not.
         let asked = Cell::new(0);
         let waits_on_client = || {

@@ -24,6 +24,7 @@ mod headers;
 mod host;
 mod http1_server;
 mod idle;
+mod kept_timer;
 mod local_answer;
 mod request_body;
 mod response_body;

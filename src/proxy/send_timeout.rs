@@ -24,6 +24,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::{sleep_until, Instant, Sleep};
 
+use crate::socket_io;
+
 /// What the kernel may hold of a client's responses beyond what is on its
 /// way to it (`TCP_NOTSENT_LOWAT`). Without it, a client that reads nothing
 /// has megabytes queued for it in the kernel, and one that reads slowly
@@ -116,12 +118,12 @@ impl ClientSocket {
     fn write_with(
         &mut self,
         cx: &mut Context<'_>,
-        write: impl FnOnce(Pin<&mut TcpStream>, &mut Context<'_>) -> Poll<io::Result<usize>>,
+        write: impl FnOnce(&TcpStream, &mut Context<'_>) -> Poll<io::Result<usize>>,
     ) -> Poll<io::Result<usize>> {
         if self.cut.is_cut() {
             return Poll::Ready(Err(self.cut_error()));
         }
-        match write(Pin::new(&mut self.stream), cx) {
+        match write(&self.stream, cx) {
             Poll::Pending => self.stall(cx),
             done => {
                 self.stalled = false;
@@ -137,7 +139,7 @@ impl AsyncRead for ClientSocket {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+        socket_io::poll_read(&self.stream, cx, buf)
     }
 }
 
@@ -148,7 +150,7 @@ impl AsyncWrite for ClientSocket {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         self.get_mut()
-            .write_with(cx, |stream, cx| stream.poll_write(cx, buf))
+            .write_with(cx, |stream, cx| socket_io::poll_write(stream, cx, buf))
     }
 
     fn poll_write_vectored(
@@ -156,8 +158,9 @@ impl AsyncWrite for ClientSocket {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut()
-            .write_with(cx, |stream, cx| stream.poll_write_vectored(cx, bufs))
+        self.get_mut().write_with(cx, |stream, cx| {
+            socket_io::poll_write_vectored(stream, cx, bufs)
+        })
     }
 
     fn is_write_vectored(&self) -> bool {

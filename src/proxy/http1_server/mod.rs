@@ -22,7 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, Uri, Version};
 use tokio::sync::watch;
-use tokio::time::{timeout, Instant, Sleep};
+use tokio::time::{timeout, Instant};
 
 pub use handoff::Rewound;
 pub use wire::ClientIo;
@@ -34,6 +34,7 @@ use super::client_body::ClientIncoming;
 use super::client_identity::PeerInfo;
 use super::error::{ErrorKind, ProxyError};
 use super::forward::{answer, ProxyState};
+use super::kept_timer::KeptTimer;
 use super::send_timeout::ClientCut;
 use crate::http1::buffers;
 use crate::http1::{
@@ -127,11 +128,11 @@ pub async fn serve<S: ClientIo>(
     // still set for an earlier request's, is moved to that only when it
     // fires first. Moving it at every request cost the timer's locks each
     // time; a busy connection now moves it once a timeout.
-    let header_deadline = tokio::time::sleep(client.header_read_timeout);
+    let header_deadline = KeptTimer::new(client.header_read_timeout);
     tokio::pin!(header_deadline);
     // And one for the waits for upstreams' response heads, lent to each
     // request (`head_wait` says why).
-    let head_timer = tokio::time::sleep(client.state.upstream_timeout);
+    let head_timer = KeptTimer::new(client.state.upstream_timeout);
     tokio::pin!(head_timer);
     // One wait for the drain for the connection, for the same reason: a
     // wait made per request registered with the sender, and left, each time.
@@ -261,7 +262,7 @@ async fn exchange<S: ClientIo>(
     request: Request<ClientIncoming>,
     mut asked: Asked,
     draining: &watch::Receiver<()>,
-    head_timer: Pin<&mut Sleep>,
+    head_timer: Pin<&mut KeptTimer>,
 ) -> std::io::Result<bool> {
     // Pinned where they are, so that `until_gone` is handed a pointer,
     // not a copy of the whole (large) future; and the handler's ends with
