@@ -7,10 +7,9 @@
 //! Its timer is lent: a connection that carries many requests keeps one
 //! for all of them (the own HTTP/1.1 server does). tokio's timer takes a
 //! lock to enter a timer in its wheel and another to take it out; a kept
-//! timer moved later, as each request's deadline is, stays entered and is
-//! only marked (one atomic write), so a request costs neither lock. It is
-//! a `KeptTimer`, so the waits of all those requests enter the task's waker
-//! in it once.
+//! timer moved later, as each request's deadline is, stays entered, so a
+//! request costs neither lock (and, as a `KeptTimer`, no atomic update
+//! either).
 
 use std::future::Future;
 use std::pin::Pin;

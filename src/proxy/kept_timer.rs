@@ -1,16 +1,20 @@
 //! A timer that one task keeps for many waits (a connection's, one wait per
-//! request), and that enters the task's waker once rather than at every
-//! wait. Polling a tokio `Sleep` enters the waker anew each time: two atomic
-//! updates of its slot and a count taken on the new waker and given back on
-//! the old, four atomic updates a request per timer.
+//! request), whose deadline moves at each, and that costs a wait neither a
+//! move of tokio's timer nor an entry of the task's waker in it.
 //!
-//! A timer keeps the waker it was given until it fires, and moving its
-//! deadline keeps it too (a `Sleep`'s `reset` leaves the waker where it is).
-//! So once a poll has entered the waker, a later poll that finds the timer
-//! not fired can only be answered "not yet", and is answered so without
-//! polling the `Sleep`. A timer that fired unseen, between a poll and a
-//! `reset`, gave its waker away: `reset` notices, and the next poll enters
-//! the waker again.
+//! - **Moves.** Moving a tokio `Sleep` later takes a count on the runtime's
+//!   handle and gives it back, and marks the timer (three atomic updates).
+//!   A `KeptTimer` moved later only notes its new deadline: the `Sleep`
+//!   fires at the old one, and is moved on then (once a timeout, on a busy
+//!   connection). A move earlier moves the `Sleep` at once.
+//! - **Waits.** Polling a `Sleep` enters the waker anew each time: two
+//!   atomic updates of its slot, a count taken on the new waker and one
+//!   given back on the old. A timer keeps the waker it was given until it
+//!   fires, and moving it keeps it too. So once a poll has entered the
+//!   waker, a later poll that finds the timer not fired can only be
+//!   answered "not yet", and is answered so without polling the `Sleep`.
+//!   A timer that fired unseen gave its waker away: the next move or poll
+//!   notices, and enters the waker again.
 //!
 //! Only for a timer polled by one task: another task's poll would find the
 //! first task's waker entered, and wait unwoken.
@@ -25,8 +29,10 @@ use tokio::time::{Instant, Sleep};
 
 pin_project! {
     pub struct KeptTimer {
+        // Set for `due` or earlier.
         #[pin]
         sleep: Sleep,
+        due: Instant,
         // Whether a poll has entered the task's waker since the timer
         // last fired.
         waker_entered: bool,
@@ -36,19 +42,24 @@ pin_project! {
 impl KeptTimer {
     /// A timer that fires `duration` from now.
     pub fn new(duration: Duration) -> KeptTimer {
+        let due = Instant::now() + duration;
         KeptTimer {
-            sleep: tokio::time::sleep(duration),
+            sleep: tokio::time::sleep_until(due),
+            due,
             waker_entered: false,
         }
     }
 
-    /// Moves the timer to fire at `deadline`, whether or not it fired.
+    /// Makes the timer fire at `deadline`, whether or not it fired.
     pub fn reset(self: Pin<&mut Self>, deadline: Instant) {
         let this = self.project();
+        *this.due = deadline;
         if this.sleep.is_elapsed() {
             *this.waker_entered = false;
+            this.sleep.reset(deadline);
+        } else if deadline < this.sleep.deadline() {
+            this.sleep.reset(deadline);
         }
-        this.sleep.reset(deadline);
     }
 }
 
@@ -56,13 +67,19 @@ impl Future for KeptTimer {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let this = self.project();
-        if *this.waker_entered && !this.sleep.is_elapsed() {
-            return Poll::Pending;
+        let mut this = self.project();
+        loop {
+            if *this.waker_entered && !this.sleep.is_elapsed() {
+                return Poll::Pending;
+            }
+            let polled = this.sleep.as_mut().poll(cx);
+            *this.waker_entered = polled.is_pending();
+            if polled.is_pending() || *this.due <= this.sleep.deadline() {
+                return polled;
+            }
+            // Fired at a deadline since moved later: on to that one.
+            this.sleep.as_mut().reset(*this.due);
         }
-        let polled = this.sleep.poll(cx);
-        *this.waker_entered = polled.is_pending();
-        polled
     }
 }
 
@@ -115,6 +132,29 @@ mod tests {
         timer.as_mut().reset(started + WAIT);
         let fired = tokio::time::timeout(10 * WAIT, timer.as_mut()).await;
         assert!(fired.is_ok(), "the timer woke its wait");
+        assert_eq!(started.elapsed(), WAIT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_moved_later_many_times_is_the_last_one() {
+        let mut timer = pin!(KeptTimer::new(WAIT));
+        let started = Instant::now();
+        for _ in 0..4 {
+            assert!(poll_once(&mut timer).await.is_pending());
+            tokio::time::advance(WAIT / 2).await;
+            timer.as_mut().reset(Instant::now() + WAIT);
+        }
+        timer.as_mut().await;
+        assert_eq!(started.elapsed(), 3 * WAIT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_moved_earlier_fires_then() {
+        let mut timer = pin!(KeptTimer::new(3 * WAIT));
+        assert!(poll_once(&mut timer).await.is_pending());
+        let started = Instant::now();
+        timer.as_mut().reset(started + WAIT);
+        timer.as_mut().await;
         assert_eq!(started.elapsed(), WAIT);
     }
 

@@ -123,11 +123,9 @@ pub async fn serve<S: ClientIo>(
     let mut drain = false;
     // Counted as an open HTTP/1.1 connection from its first request on.
     let mut counted: Option<OpenConnection> = None;
-    // One timer for the connection. Each request's head is due
-    // `--header-read-timeout` after its wait began (`due`); the timer,
-    // still set for an earlier request's, is moved to that only when it
-    // fires first. Moving it at every request cost the timer's locks each
-    // time; a busy connection now moves it once a timeout.
+    // One timer for the connection: each request's head is due
+    // `--header-read-timeout` after its wait began (`kept_timer` says what
+    // a move costs).
     let header_deadline = KeptTimer::new(client.header_read_timeout);
     tokio::pin!(header_deadline);
     // And one for the waits for upstreams' response heads, lent to each
@@ -145,7 +143,9 @@ pub async fn serve<S: ClientIo>(
     };
     tokio::pin!(drained);
     loop {
-        let due = Instant::now() + client.header_read_timeout;
+        header_deadline
+            .as_mut()
+            .reset(Instant::now() + client.header_read_timeout);
         let first = number == 0;
         // What came next, taken apart where it came, with no wait between:
         // a request goes straight into its exchange's kept block. Held in a
@@ -161,12 +161,7 @@ pub async fn serve<S: ClientIo>(
                 tokio::select! {
                     biased;
                     next = std::future::poll_fn(|cx| next(&wire, cx, number + 1, first && prior_knowledge)) => break Some(next),
-                    () = &mut header_deadline => {
-                        if Instant::now() >= due {
-                            break None;
-                        }
-                        header_deadline.as_mut().reset(due);
-                    }
+                    () = &mut header_deadline => break None,
                     () = &mut drained, if !drain => {
                         drain = true;
                         if wire.lock().buffered().is_empty() {
