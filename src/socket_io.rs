@@ -8,9 +8,11 @@
 //!
 //! The readiness bookkeeping is tokio's own (`poll_*_ready`, `try_io`), as
 //! its `AsyncRead` and `AsyncWrite` for `TcpStream` do it, including their
-//! shortcut: a read or write that moves fewer bytes than it could shows the
-//! socket drained (or full), so the next call waits for readiness instead
-//! of making a system call that would only say "not yet".
+//! shortcut for epoll (dockhand runs on Linux): a read or write that moves
+//! fewer bytes than it could shows the socket drained (or full), so the
+//! next call waits for readiness instead of making a system call that
+//! would only say "not yet". A gathered write is a plain `writev`, as
+//! std's is: a peer gone raises no signal, as Rust programs ignore SIGPIPE.
 
 use std::io::{self, IoSlice};
 use std::task::{ready, Context, Poll};
@@ -115,8 +117,8 @@ fn poll_written(
 
 /// Whether `stream` has nothing to read, asked without waiting and without
 /// entering a waker: a socket tokio last saw drained is taken as quiet with
-/// no system call at all (a new byte, or the peer's close, would have made
-/// it readable). Else one byte is read, and lost: a connection with a byte
+/// no system call at all (a new byte, or the peer's close, makes it
+/// readable once tokio's driver has seen it, as for any read). Else one byte is read, and lost: a connection with a byte
 /// waiting, or ended, is not used again.
 pub fn is_quiet(stream: &TcpStream) -> bool {
     let mut byte = [0u8; 1];

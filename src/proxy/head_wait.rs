@@ -8,8 +8,9 @@
 //! for all of them (the own HTTP/1.1 server does). tokio's timer takes a
 //! lock to enter a timer in its wheel and another to take it out; a kept
 //! timer moved later, as each request's deadline is, stays entered, so a
-//! request costs neither lock (and, as a `KeptTimer`, no atomic update
-//! either).
+//! request costs neither lock. As a `KeptTimer` it costs a request no
+//! atomic update either: the timer only wakes its task once a timeout, to
+//! be moved on (one move under the lock).
 
 use std::future::Future;
 use std::pin::Pin;

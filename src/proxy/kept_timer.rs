@@ -17,7 +17,9 @@
 //!   notices, and enters the waker again.
 //!
 //! Only for a timer polled by one task: another task's poll would find the
-//! first task's waker entered, and wait unwoken.
+//! first task's waker entered, and wait unwoken. And only with tokio's
+//! timer as built here: its alternative timer (`tokio_unstable`) would not
+//! keep the waker across a move.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -72,8 +74,11 @@ impl Future for KeptTimer {
             if *this.waker_entered && !this.sleep.is_elapsed() {
                 return Poll::Pending;
             }
+            // A task out of its budget (tokio's `coop`) is told "not yet"
+            // by the `Sleep` before it enters any waker.
+            let budget_left = tokio::task::coop::has_budget_remaining();
             let polled = this.sleep.as_mut().poll(cx);
-            *this.waker_entered = polled.is_pending();
+            *this.waker_entered = polled.is_pending() && budget_left;
             if polled.is_pending() || *this.due <= this.sleep.deadline() {
                 return polled;
             }
@@ -155,6 +160,30 @@ mod tests {
         let started = Instant::now();
         timer.as_mut().reset(started + WAIT);
         timer.as_mut().await;
+        assert_eq!(started.elapsed(), WAIT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_made_out_of_budget_is_made_again() {
+        let mut timer = pin!(KeptTimer::new(WAIT));
+        // The task's budget spent before its first wait: the `Sleep`
+        // answers "not yet" without a waker, and the next poll must ask it
+        // again.
+        let started = Instant::now();
+        let mut spent = false;
+        let fired = tokio::time::timeout(
+            3 * WAIT,
+            poll_fn(|cx| {
+                if !std::mem::replace(&mut spent, true) {
+                    while tokio::task::coop::has_budget_remaining() {
+                        let _ = pin!(tokio::task::coop::consume_budget()).poll(cx);
+                    }
+                }
+                timer.as_mut().poll(cx)
+            }),
+        )
+        .await;
+        assert!(fired.is_ok(), "the timer woke its wait");
         assert_eq!(started.elapsed(), WAIT);
     }
 
