@@ -166,6 +166,15 @@ mod tests {
         Ok(bytes)
     }
 
+    /// `count` bytes, read `room` at most at a time.
+    async fn read_all(stream: &TcpStream, count: usize, room: usize) -> Vec<u8> {
+        let mut seen = Vec::new();
+        while seen.len() < count {
+            seen.extend(read_some(stream, room).await.unwrap());
+        }
+        seen
+    }
+
     #[tokio::test]
     async fn bytes_written_are_the_bytes_read() {
         let (near, far) = pair().await;
@@ -182,11 +191,7 @@ mod tests {
                 .unwrap();
             assert_eq!(count, 11);
         }
-        let mut seen = Vec::new();
-        while seen.len() < 27 {
-            seen.extend(read_some(&far, 64).await.unwrap());
-        }
-        assert_eq!(seen, b"hello wide world wide world");
+        assert_eq!(read_all(&far, 27, 64).await, b"hello wide world wide world");
     }
 
     #[tokio::test]
@@ -209,11 +214,8 @@ mod tests {
     async fn a_read_that_fills_its_room_leaves_the_rest_for_the_next() {
         let (mut near, far) = pair().await;
         near.write_all(b"abcdef").await.unwrap();
-        let mut seen = read_some(&far, 3).await.unwrap();
-        while seen.len() < 6 {
-            seen.extend(read_some(&far, 3).await.unwrap());
-        }
-        assert_eq!(seen, b"abcdef");
+        assert_eq!(read_some(&far, 3).await.unwrap(), b"abc");
+        assert_eq!(read_all(&far, 3, 3).await, b"def");
     }
 
     #[tokio::test]
