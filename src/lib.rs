@@ -48,6 +48,8 @@
 //! - `tls`: HTTPS termination: certificates by SNI (from files and ACME),
 //!   the rustls configuration, ACME's challenge answers.
 //! - `limits`: the process's open-file limit, raised at start.
+//! - `socket_io`: TCP reads and writes by system call, for the client and
+//!   upstream sockets of both HTTP paths.
 //! - `file_stamp`: what `stat` says of a file, to tell a change at a poll
 //!   without reading it (the routes file, the certificates directory).
 //! - `workers`: the `--workers` threads, each accepting and serving client
