@@ -27,40 +27,24 @@ pub fn poll_read(
     cx: &mut Context<'_>,
     buf: &mut ReadBuf<'_>,
 ) -> Poll<io::Result<()>> {
-    loop {
-        ready!(stream.poll_read_ready(cx))?;
-        let room = buf.remaining();
-        let mut read = None;
-        let outcome = stream.try_io(Interest::READABLE, || {
-            let count = retried(|| {
-                // SAFETY: `recv` only writes into the unfilled part, and
-                // leaves no byte uninitialized that was not.
-                let unfilled = unsafe { buf.unfilled_mut() };
-                rustix::net::recv(stream, unfilled, RecvFlags::empty())
-                    .map(|((filled, _), _)| filled.len())
-            })?;
-            read = Some(count);
-            // Told as "would block" so that tokio clears the readiness;
-            // the bytes read are in `read`.
-            if 0 < count && count < room {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            Ok(())
-        });
-        match (outcome, read) {
-            (Err(error), _) if error.kind() != io::ErrorKind::WouldBlock => {
-                return Poll::Ready(Err(error))
-            }
-            (_, Some(count)) => {
-                // SAFETY: `recv` wrote (initialized) the `count` bytes.
-                unsafe { buf.assume_init(count) };
-                buf.advance(count);
-                return Poll::Ready(Ok(()));
-            }
-            // Not readable after all: wait again.
-            _ => continue,
-        }
-    }
+    let room = buf.remaining();
+    let receive = || {
+        // SAFETY: `recv` only writes into the unfilled part, and leaves no
+        // byte uninitialized that was not.
+        let unfilled = unsafe { buf.unfilled_mut() };
+        rustix::net::recv(stream, unfilled, RecvFlags::empty()).map(|((filled, _), _)| filled.len())
+    };
+    let count = ready!(poll_transfer(
+        stream,
+        cx,
+        Direction::Read,
+        Some(room),
+        receive
+    ))?;
+    // SAFETY: `recv` wrote (initialized) the `count` bytes.
+    unsafe { buf.assume_init(count) };
+    buf.advance(count);
+    Poll::Ready(Ok(()))
 }
 
 /// `AsyncWrite::poll_write` for `stream`.
@@ -69,7 +53,7 @@ pub fn poll_write(
     cx: &mut Context<'_>,
     bytes: &[u8],
 ) -> Poll<io::Result<usize>> {
-    poll_written(stream, cx, Some(bytes.len()), || {
+    poll_transfer(stream, cx, Direction::Write, Some(bytes.len()), || {
         // `MSG_NOSIGNAL`: a peer gone is an error, not a signal.
         rustix::net::send(stream, bytes, SendFlags::NOSIGNAL)
     })
@@ -83,33 +67,54 @@ pub fn poll_write_vectored(
 ) -> Poll<io::Result<usize>> {
     // As tokio's does: a short gathered write is not taken to show the
     // socket full.
-    poll_written(stream, cx, None, || rustix::io::writev(stream, slices))
+    poll_transfer(stream, cx, Direction::Write, None, || {
+        rustix::io::writev(stream, slices)
+    })
 }
 
-/// Writes with `write` once `stream` is writable. A write shorter than
-/// `whole` (the bytes it was given, where known) shows the socket full.
-fn poll_written(
+/// Which readiness a transfer waits for.
+#[derive(Clone, Copy)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// Moves bytes with `transfer` once `stream` is ready for `direction`, and
+/// answers the count moved. A transfer shorter than `whole` (the room or
+/// the bytes it was given, where known) shows the socket drained or full.
+fn poll_transfer(
     stream: &TcpStream,
     cx: &mut Context<'_>,
+    direction: Direction,
     whole: Option<usize>,
-    write: impl Fn() -> rustix::io::Result<usize>,
+    mut transfer: impl FnMut() -> rustix::io::Result<usize>,
 ) -> Poll<io::Result<usize>> {
+    let interest = match direction {
+        Direction::Read => Interest::READABLE,
+        Direction::Write => Interest::WRITABLE,
+    };
     loop {
-        ready!(stream.poll_write_ready(cx))?;
-        let mut written = None;
-        let outcome = stream.try_io(Interest::WRITABLE, || {
-            let count = retried(&write)?;
-            written = Some(count);
+        ready!(match direction {
+            Direction::Read => stream.poll_read_ready(cx),
+            Direction::Write => stream.poll_write_ready(cx),
+        })?;
+        let mut moved = None;
+        let outcome = stream.try_io(interest, || {
+            let count = retried(&mut transfer)?;
+            moved = Some(count);
+            // Told as "would block" so that tokio clears the readiness;
+            // the count is in `moved`.
             if whole.is_some_and(|whole| 0 < count && count < whole) {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             Ok(())
         });
-        match (outcome, written) {
+        match (outcome, moved) {
             (Err(error), _) if error.kind() != io::ErrorKind::WouldBlock => {
                 return Poll::Ready(Err(error))
             }
             (_, Some(count)) => return Poll::Ready(Ok(count)),
+            // Not ready after all: wait again.
             _ => continue,
         }
     }
@@ -118,8 +123,9 @@ fn poll_written(
 /// Whether `stream` has nothing to read, asked without waiting and without
 /// entering a waker: a socket tokio last saw drained is taken as quiet with
 /// no system call at all (a new byte, or the peer's close, makes it
-/// readable once tokio's driver has seen it, as for any read). Else one byte is read, and lost: a connection with a byte
-/// waiting, or ended, is not used again.
+/// readable once tokio's driver has seen it, as for any read). Else one
+/// byte is read, and lost: a connection with a byte waiting, or ended, is
+/// not used again.
 pub fn is_quiet(stream: &TcpStream) -> bool {
     let mut byte = [0u8; 1];
     let read = stream.try_io(Interest::READABLE, || {
